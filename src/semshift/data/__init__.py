@@ -1,0 +1,1 @@
+"""Shipped data: class lists."""
