@@ -257,7 +257,7 @@ class Taxonomy:
         if self._aliases is not None:
             pool += self._aliases
         pool += list(self._lemma_index)
-        prefix = [p for p in pool if p[:2].lower() == key_n[:2]] or pool
+        prefix = [p for p in pool if p[:1].lower() == key_n[:1]] or pool
         return difflib.get_close_matches(key_n if not key.startswith("n0") else key, prefix, n=n)
 
     def indices(self, keys: Iterable[Key], *, where: str = "") -> NDArray[np.int64]:

@@ -1,0 +1,243 @@
+"""The ``semshift`` command.
+
+User mistakes (bad names, files, options) print one line to stderr and exit with status 2; nothing
+already written is removed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.exceptions import Abort, Exit, TyperException
+from rich.console import Console
+from rich.table import Table
+
+from semshift import __version__
+from semshift.errors import SemshiftError
+
+app = typer.Typer(
+    name="semshift",
+    help="Measure classifiers and OOD detectors under semantic vs covariate shift.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+splits_app = typer.Typer(help="Build and inspect class splits.", no_args_is_help=True)
+taxonomy_app = typer.Typer(help="Query WordNet or a custom hierarchy.", no_args_is_help=True)
+app.add_typer(splits_app, name="splits")
+app.add_typer(taxonomy_app, name="taxonomy")
+
+console = Console()
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"semshift {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """semshift: semantic-shift benchmarks for image classifiers and OOD detectors."""
+
+
+def _fmt(x: object) -> str:
+    if isinstance(x, float):
+        return f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
+    return str(x)
+
+
+@splits_app.command("ssb")
+def splits_ssb(
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv, summary.csv).")],
+    preset: Annotated[str, typer.Option(help="ssb, nearest, lch-mean or hierarchy.")] = "ssb",
+    known: Annotated[str, typer.Option(help="Known classes: shipped list name or file of ids.")] = (
+        "imagenet1k"
+    ),
+    pool: Annotated[
+        str | None,
+        typer.Option(help="Candidates: shipped list or file (custom taxonomy: default all leaves)."),
+    ] = None,
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    graph: Annotated[str | None, typer.Option(help="induced-tree or dag.")] = None,
+    measure: Annotated[str | None, typer.Option(help="path, lch, wup or gap.")] = None,
+    aggregation: Annotated[str | None, typer.Option(help="sum, mean, median or nearest.")] = None,
+    easy_first: Annotated[str | None, typer.Option(help="Which score end is Easy: low/high.")] = None,
+    bin_size: Annotated[int | None, typer.Option(help="Classes per bin (default 1000).")] = None,
+    quantiles: Annotated[
+        str | None, typer.Option(help="Two rank fractions instead of sizes, e.g. 0.333,0.667.")
+    ] = None,
+    winter21: Annotated[
+        bool, typer.Option("--winter21", help="Keep only ImageNet-21K-P winter21 classes.")
+    ] = False,
+    restrict_to: Annotated[
+        str | None, typer.Option(help="Keep only these classes (list name or file).")
+    ] = None,
+) -> None:
+    """Build Easy/Medium/Hard open-set splits by semantic distance (Semantic Shift Benchmark)."""
+    from semshift.splits.ssb import build_ssb_split
+
+    if winter21 and restrict_to:
+        raise SemshiftError("--winter21 and --restrict-to are exclusive")
+    q = None
+    if quantiles:
+        try:
+            q = [float(x) for x in quantiles.split(",")]
+        except ValueError:
+            raise SemshiftError(f"--quantiles: expected two numbers like 0.333,0.667, got {quantiles!r}") from None
+    if pool is None and taxonomy in ("wordnet", "wordnet-3.0"):
+        pool = "imagenet21k-p"
+    t0 = time.perf_counter()
+    result = build_ssb_split(
+        known,
+        pool,
+        taxonomy=taxonomy,
+        preset=preset,
+        graph=graph,  # type: ignore[arg-type]
+        measure=measure,  # type: ignore[arg-type]
+        aggregation=aggregation,  # type: ignore[arg-type]
+        easy_first=easy_first,  # type: ignore[arg-type]
+        bin_size=bin_size,
+        quantiles=q,
+        restrict_to="imagenet21k-p-winter21" if winter21 else restrict_to,
+    )
+    result.write(out)
+    _print_split(result, out, time.perf_counter() - t0)
+
+
+def _print_split(result, out: Path, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    counts = result.manifest.extra["counts"]
+    s = result.summary
+    table = Table(title=f"{result.manifest.method} split ({result.manifest.params['measure']}, "
+                  f"{result.manifest.params['aggregation']})")
+    for col, justify in (("bin", "left"), ("classes", "right"), ("score min / mean / max", "right"),
+                         ("depth", "right"), ("nearest", "right"), ("examples", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in s.itertuples(index=False):
+        table.add_row(
+            r.bin, str(r.classes), f"{_fmt(r.score_min)} / {_fmt(r.score_mean)} / {_fmt(r.score_max)}",
+            f"{r.mean_depth:.1f}", f"{r.mean_nearest_distance:.1f}", r.examples,
+        )
+    console.print(table)
+    console.print(
+        f"known {counts['known_used']} of {counts['known_given']} | candidates "
+        f"{counts['candidates']} (overlap removed: {counts['overlap_removed']}) | "
+        f"wrote {out}/split.json, audit.csv, summary.csv in {seconds:.1f} s"
+    )
+    dropped = result.manifest.extra["dropped"]["not_in_restrict_to"]
+    if dropped:
+        console.print("dropped by restriction: " + ", ".join(f"{k} {v}" for k, v in dropped.items()))
+
+
+@splits_app.command("show")
+def splits_show(
+    manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
+) -> None:
+    """Print a split manifest's method, known classes and bin sizes."""
+    from semshift.splits.manifest import SplitManifest
+
+    m = SplitManifest.read(manifest)
+    table = Table(title=f"{m.method} ({m.taxonomy}, semshift {m.semshift_version})")
+    table.add_column("set")
+    table.add_column("classes", justify="right")
+    table.add_column("first classes")
+    table.add_row("known", str(len(m.known)), ", ".join(m.known[:4]))
+    for name, ids in m.bins.items():
+        table.add_row(name, str(len(ids)), ", ".join(ids[:4]))
+    console.print(table)
+
+
+@taxonomy_app.command("show")
+def taxonomy_show(
+    node: Annotated[str, typer.Argument(help="wnid, synset name (dog.n.01), lemma or custom id.")],
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+) -> None:
+    """Show a node: names, gloss, depth, parents, children and its path to the root."""
+    from semshift.taxonomy import load_taxonomy
+
+    tax = load_taxonomy(taxonomy)
+    i = tax.index(node)
+    console.print(f"[bold]{tax.id(i)}[/bold] {tax.alias(i) or ''}  {', '.join(tax.lemmas(i))}")
+    if tax.gloss(i):
+        console.print(f"  {tax.gloss(i)}")
+    console.print(f"  depth {tax.depth(i)} (longest {tax.depth(i, 'max')})  {tax.lexname(i)}")
+    for label, ids in (("parents", tax.parents(i)), ("children", tax.children(i))):
+        shown = ", ".join(f"{tax.label(x)} ({x})" for x in ids[:10])
+        more = f" ... (+{len(ids) - 10})" if len(ids) > 10 else ""
+        console.print(f"  {label}: {shown}{more}" if ids else f"  {label}: none")
+
+
+@taxonomy_app.command("distance")
+def taxonomy_distance(
+    a: Annotated[str, typer.Argument(help="First node.")],
+    b: Annotated[str, typer.Argument(help="Second node.")],
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+) -> None:
+    """Path distance, Leacock-Chodorow and Wu-Palmer similarity of two nodes."""
+    from semshift.taxonomy import load_taxonomy
+
+    tax = load_taxonomy(taxonomy)
+    lca = ", ".join(f"{tax.label(x)} ({x})" for x in tax.lowest_common_ancestors(a, b))
+    console.print(
+        f"{tax.label(a)} ({tax.id(a)}) - {tax.label(b)} ({tax.id(b)}): path "
+        f"{tax.path_distance(a, b)}, lch {tax.lch(a, b):.4f}, wup {tax.wup(a, b):.4f}; "
+        f"lowest common: {lca or 'none'}"
+    )
+
+
+@app.command("demo")
+def demo(
+    out: Annotated[Path, typer.Option(help="Where to write the demo's outputs.")] = Path(
+        "semshift-demo"
+    ),
+) -> None:
+    """Run the offline demo: the ImageNet SSB open-set split build from shipped WordNet data."""
+    from semshift.splits.ssb import build_ssb_split
+
+    t0 = time.perf_counter()
+    console.print("Building the Semantic Shift Benchmark ImageNet splits (preset 'ssb') offline ...")
+    result = build_ssb_split("imagenet1k", "imagenet21k-p", preset="ssb")
+    result.write(out / "ssb")
+    _print_split(result, out / "ssb", time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning user errors into one line and exit status 2."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="semshift", standalone_mode=False)
+    except Exit as exc:
+        sys.exit(exc.exit_code)
+    except Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare group: show its help
+            print(exc.format_message())
+            sys.exit(0)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        print(f"error: {exc.format_message()}{hint}".replace("\n", " "), file=sys.stderr)
+        sys.exit(2)
+    except SemshiftError as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:  # unreadable or unwritable user paths
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
