@@ -1,1 +1,48 @@
-"""semshift.detectors."""
+"""Post-hoc OOD detectors behind one API; every score is higher = more in-distribution.
+
+>>> import numpy as np
+>>> from semshift import detectors
+>>> det = detectors.get("energy").fit()
+>>> det.score(logits=np.array([[0.0, 0.0]])).round(4)
+array([0.6931])
+
+Use :func:`get` to build a detector by name, :func:`list_detectors` for the names; each class
+declares the inputs it consumes in ``fit_requires``, ``score_requires`` and ``requires``.
+"""
+
+from __future__ import annotations
+
+from . import (
+    ash,
+    dice,
+    fdbd,
+    gradnorm,
+    klm,
+    knn,
+    logit,
+    mahalanobis,
+    max_cosine,
+    nnguide,
+    openmax,
+    react,
+    scale,
+    she,
+    temp_scaling,
+    vim,
+)
+from ._base import INPUT_NAMES, Detector
+from ._registry import get, get_class, list_detectors, register_detector
+from ._search import faiss_available
+
+__all__ = [
+    "INPUT_NAMES",
+    "Detector",
+    "faiss_available",
+    "get",
+    "get_class",
+    "list_detectors",
+    "register_detector",
+]
+
+del ash, dice, fdbd, gradnorm, klm, knn, logit, mahalanobis, max_cosine, nnguide, openmax
+del react, scale, she, temp_scaling, vim

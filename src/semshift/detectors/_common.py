@@ -1,0 +1,246 @@
+"""Numerical helpers shared by the detectors: row blocks, energy, softmax, class statistics.
+
+Large inputs are processed in row blocks of at most :data:`BLOCK_BYTES` bytes of working memory,
+so no helper materialises more than a block-sized temporary (never an N x C x D array). Matrix
+products run in float32; sums whose precision matters (class means, covariances, log-sum-exp) are
+accumulated in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+from numpy.typing import NDArray
+
+__all__ = [
+    "BLOCK_BYTES",
+    "class_sums",
+    "column_mean",
+    "energy",
+    "exact_percentile",
+    "head_logits",
+    "l2_normalize",
+    "log_softmax",
+    "logsumexp",
+    "pinv_sqrt",
+    "prepare_head",
+    "row_blocks",
+    "scatter_matrix",
+    "softmax",
+    "topk_mask",
+]
+
+#: Working-memory budget of one row block, in bytes (tests lower it to exercise blocking).
+BLOCK_BYTES = 64 * 2**20
+
+F64 = NDArray[np.float64]
+F32 = NDArray[np.float32]
+AnyArray = NDArray[Any]
+
+
+def row_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
+    """Yield slices of consecutive rows whose working set is about :data:`BLOCK_BYTES`.
+
+    Parameters
+    ----------
+    n_rows : int
+        Number of rows to cover.
+    row_bytes : int
+        Bytes of working memory one row needs.
+    """
+    step = max(1, BLOCK_BYTES // max(int(row_bytes), 1))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(start + step, n_rows))
+
+
+def f32(a: AnyArray) -> F32:
+    """``a`` as a C-contiguous float32 array (no copy when it already is one)."""
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def logsumexp(z: F64) -> F64:
+    """Row-wise ``log sum exp`` of a float64 block (n, C) -> (n,)."""
+    m = z.max(axis=1)
+    return np.log(np.exp(z - m[:, None]).sum(axis=1)) + m
+
+
+def log_softmax(z: F64) -> F64:
+    """Row-wise log-softmax of a float64 block (n, C) -> (n, C)."""
+    return z - logsumexp(z)[:, None]
+
+
+def softmax(z: F64) -> F64:
+    """Row-wise softmax of a float64 block (n, C) -> (n, C)."""
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
+
+
+def energy(logits: AnyArray) -> F64:
+    """Energy score ``log sum_c exp(z_c)`` (T = 1) of logits (n, C), in float64 blocks -> (n,)."""
+    out = np.empty(logits.shape[0], dtype=np.float64)
+    for sl in row_blocks(logits.shape[0], 16 * logits.shape[1]):
+        out[sl] = logsumexp(np.asarray(logits[sl], dtype=np.float64))
+    return out
+
+
+def head_logits(h32: F32, w32: F32, b: AnyArray) -> F64:
+    """Logits ``h @ W.T + b`` of a float32 feature block (n, D): float32 product, float64 out."""
+    z = (h32 @ w32.T).astype(np.float64)
+    z += np.asarray(b, dtype=np.float64)
+    return z
+
+
+def class_sums(x: AnyArray, labels: NDArray[np.integer[Any]], n_classes: int) -> F64:
+    """Per-class sums of the rows of ``x`` (n, D) -> (C, D), accumulated in float64.
+
+    Rows whose label is negative are left out (used to restrict to correctly classified rows
+    without copying them). A sparse one-hot product per row block: O(n D) work.
+    """
+    sums = np.zeros((n_classes, x.shape[1]), dtype=np.float64)
+    for sl in row_blocks(x.shape[0], 8 * x.shape[1]):
+        lab = np.asarray(labels[sl])
+        cols = np.flatnonzero(lab >= 0)
+        onehot = scipy.sparse.csr_matrix(
+            (np.ones(cols.size), (lab[cols], cols)), shape=(n_classes, lab.size)
+        )
+        sums += onehot @ np.asarray(x[sl], dtype=np.float64)
+    return sums
+
+
+def scatter_matrix(x: AnyArray, centers: F64, labels: NDArray[np.integer[Any]] | None) -> F64:
+    """Sum of outer products of centred rows, ``sum_i (x_i - m_i)(x_i - m_i)^T``, in float64.
+
+    Parameters
+    ----------
+    x : array (n, D)
+        Rows to scatter.
+    centers : float64 array (C, D) or (D,)
+        Centre per class (with ``labels``) or one centre for every row (``labels`` None).
+    labels : int array (n,), optional
+        Class of each row, selecting its centre.
+
+    Returns
+    -------
+    float64 array (D, D)
+        Symmetric scatter matrix (divide by n for the covariance).
+    """
+    d = x.shape[1]
+    acc = np.zeros((d, d), dtype=np.float64, order="F")
+    for sl in row_blocks(x.shape[0], 16 * d):
+        xc = np.asarray(x[sl], dtype=np.float64)
+        xc = xc - (centers[labels[sl]] if labels is not None else centers)
+        # Rank-k update of the upper triangle: half the flops of xc.T @ xc.
+        acc = scipy.linalg.blas.dsyrk(1.0, xc.T, beta=1.0, c=acc, overwrite_c=1)
+    return np.triu(acc) + np.triu(acc, 1).T
+
+
+def pinv_sqrt(cov: F64) -> F64:
+    """Whitening projection ``P`` (D, r) with ``P @ P.T == pinvh(cov)``.
+
+    Eigenvalues at or below ``max|eig| * D * eps`` are treated as zero, the cut-off of
+    :func:`scipy.linalg.pinvh`, so ``||(x - mu) @ P||^2`` is the Mahalanobis distance under the
+    pseudo-inverse.
+    """
+    vals, vecs = scipy.linalg.eigh(cov)
+    keep = np.abs(vals) > np.abs(vals).max() * cov.shape[0] * np.finfo(np.float64).eps
+    keep &= vals > 0
+    return np.ascontiguousarray(vecs[:, keep] / np.sqrt(vals[keep]))
+
+
+def topk_mask(h: AnyArray, k: int) -> NDArray[np.bool_]:
+    """Mask of the ``k`` largest entries of each row of ``h`` (n, D); ties go to lower indices.
+
+    Deterministic where ``argpartition``/``topk`` are not: among entries equal to the k-th
+    largest value, the ones with the lowest column index are kept.
+    """
+    n, d = h.shape
+    if k >= d:
+        return np.ones((n, d), dtype=bool)
+    kth = np.partition(h, d - k, axis=1)[:, d - k]
+    above = h > kth[:, None]
+    tied = h == kth[:, None]
+    need = k - above.sum(axis=1)
+    return above | (tied & (np.cumsum(tied, axis=1) <= need[:, None]))
+
+
+def exact_percentile(x: AnyArray, q: float) -> float:
+    """``np.percentile(x, q)`` (linear interpolation) of every entry of ``x``, computed in blocks.
+
+    A strided sample brackets the target ranks; one pass over row blocks counts the entries below
+    the bracket and collects those inside it; the order statistics are then selected exactly.
+    If the bracket misses, it is widened and the pass repeated (at worst it holds everything), so
+    the result always equals ``np.percentile(x.ravel(), q)`` while the working memory stays near
+    the bracket size instead of a full copy of ``x``.
+
+    Parameters
+    ----------
+    x : array (n, D)
+        Values (e.g. all ID training activations).
+    q : float
+        Percentile in [0, 100].
+
+    Returns
+    -------
+    float
+    """
+    n_total = x.size
+    quant = np.float64(q) / 100.0
+    pos = (n_total - 1) * quant  # numpy's virtual index for method="linear"
+    r_lo = min(max(int(np.floor(pos)), 0), n_total - 1)
+    r_hi = min(r_lo + 1, n_total - 1)
+    frac = float(pos - np.floor(pos)) if r_lo < n_total - 1 else 0.0
+    rows = x.shape[0]
+    step = max(1, rows // max(1, 2_000_000 // max(1, x.shape[1])))
+    sample = np.asarray(x[::step]).ravel()
+    margin = 0.002 + 4.0 / np.sqrt(sample.size)
+    while True:
+        qs = np.clip([q / 100.0 - margin, q / 100.0 + margin], 0.0, 1.0)
+        lo, hi = (float(v) for v in np.quantile(sample, qs))
+        if margin >= 1.0:
+            lo, hi = -np.inf, np.inf
+        n_lt_lo = n_le_lo = n_lt_hi = n_le_hi = 0
+        inside = []
+        for sl in row_blocks(rows, x.shape[1] * (x.itemsize + 4)):
+            blk = np.asarray(x[sl])
+            n_lt_lo += int(np.count_nonzero(blk < lo))
+            n_le_lo += int(np.count_nonzero(blk <= lo))
+            n_lt_hi += int(np.count_nonzero(blk < hi))
+            n_le_hi += int(np.count_nonzero(blk <= hi))
+            inside.append(blk[(blk > lo) & (blk < hi)])
+        found = []
+        between = np.concatenate(inside) if inside else np.empty(0, dtype=x.dtype)
+        for r in (r_lo, r_hi):
+            if n_lt_lo <= r < n_le_lo:
+                found.append(np.asarray(lo, dtype=x.dtype))
+            elif n_le_lo <= r < n_lt_hi:
+                found.append(np.partition(between, r - n_le_lo)[r - n_le_lo])
+            elif n_lt_hi <= r < n_le_hi:
+                found.append(np.asarray(hi, dtype=x.dtype))
+        if len(found) == 2:
+            pair = np.array(found, dtype=x.dtype)
+            return float(np.quantile(pair, frac))
+        margin *= 8.0
+
+
+def prepare_head(w: AnyArray, b: AnyArray) -> tuple[F32, F64]:
+    """Head weights as a C-contiguous float32 copy (C, D) and the bias as float64 (C,)."""
+    return np.array(w, dtype=np.float32, order="C"), np.array(b, dtype=np.float64)
+
+
+def l2_normalize(x: AnyArray, eps: float = 1e-10) -> F64:
+    """Rows of ``x`` divided by ``(||x|| + eps)`` in float64, as the KNN public code does."""
+    x64 = np.asarray(x, dtype=np.float64)
+    return x64 / (np.linalg.norm(x64, axis=1, keepdims=True) + eps)
+
+
+def column_mean(x: AnyArray) -> F64:
+    """Mean of the rows of ``x`` (n, D) -> (D,), accumulated in float64 over row blocks."""
+    total = np.zeros(x.shape[1], dtype=np.float64)
+    for sl in row_blocks(x.shape[0], 8 * x.shape[1]):
+        total += np.asarray(x[sl], dtype=np.float64).sum(axis=0)
+    return total / x.shape[0]

@@ -1,0 +1,57 @@
+"""DICE: energy of a head sparsified to its largest expected contributions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import Inputs, check_real
+from ._common import column_mean, f32
+from ._head import HeadEnergyDetector
+from ._registry import register_detector
+
+__all__ = ["Dice"]
+
+
+@register_detector
+class Dice(HeadEnergyDetector):
+    """DICE score ``Energy(W_masked h + b)``; higher = more in-distribution.
+
+    V = W * mean_train(h) (each class row multiplied element-wise by the mean training
+    feature); weights whose V is above the ``percentile``-th percentile of all C x D entries of
+    V are kept, the others zeroed. No N x C x D "vote" tensor is formed (OpenOOD's form):
+    ``W_masked h`` is one matrix product.
+
+    Parameters
+    ----------
+    percentile : float, default 90
+        Sparsity: percentage of weights zeroed.
+
+    Attributes
+    ----------
+    mean_feature_ : float64 array (D,)
+        Mean training feature.
+    mask_ : bool array (C, D)
+        Kept weights.
+
+    References
+    ----------
+    .. [1] Y. Sun and Y. Li, "DICE: Leveraging Sparsification for Out-of-Distribution
+       Detection", ECCV 2022.
+    """
+
+    name = "dice"
+    fit_requires = frozenset({"features", "head"})
+
+    def __init__(self, *, percentile: float = 90.0) -> None:
+        self.percentile = percentile
+
+    def _check_params(self) -> None:
+        check_real("dice", "percentile", self.percentile, low=0.0, high=100.0)
+
+    def _fit(self, inputs: Inputs) -> None:
+        super()._fit(inputs)
+        w = np.asarray(inputs.head[0], dtype=np.float64)
+        self.mean_feature_ = column_mean(inputs.get("features"))
+        contrib = w * self.mean_feature_
+        self.mask_ = contrib > np.percentile(contrib, float(self.percentile))
+        self.weight_ = f32(np.where(self.mask_, w, 0.0))

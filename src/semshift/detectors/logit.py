@@ -1,0 +1,158 @@
+"""Logit-only detectors that need no fitting: msp, mls, energy, entropy, gen.
+
+Each scores the logits z (n, C) row by row in float64 blocks. Scores: higher = more
+in-distribution.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ._base import Detector, Float64Array, Inputs, check_int, check_real
+from ._common import F64, log_softmax, logsumexp, row_blocks, softmax
+from ._registry import register_detector
+
+__all__ = ["GEN", "MSP", "Energy", "Entropy", "LogitDetector", "MaxLogit"]
+
+
+class LogitDetector(Detector):
+    """Base for detectors computing a score from each float64 block of logits."""
+
+    score_requires: ClassVar[frozenset[str]] = frozenset({"logits"})
+
+    def _score(self, inputs: Inputs) -> Float64Array:
+        z = inputs.get("logits")
+        out = np.empty(z.shape[0], dtype=np.float64)
+        for sl in row_blocks(z.shape[0], self._block_row_bytes(int(z.shape[1]))):
+            out[sl] = self._score_block(np.asarray(z[sl], dtype=np.float64))
+        return out
+
+    def _block_row_bytes(self, n_classes: int) -> int:
+        """Working memory per logit row in ``_score_block`` (sizes the row blocks)."""
+        return 32 * n_classes
+
+    def _score_block(self, z: F64) -> F64:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@register_detector
+class MSP(LogitDetector):
+    """Maximum softmax probability, ``max_c softmax(z)_c``; higher = more in-distribution.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from semshift import detectors
+    >>> detectors.get("msp").fit().score(logits=np.array([[2.0, 0.0], [0.0, 0.0]])).round(4)
+    array([0.8808, 0.5   ])
+
+    References
+    ----------
+    .. [1] D. Hendrycks and K. Gimpel, "A Baseline for Detecting Misclassified and
+       Out-of-Distribution Examples in Neural Networks", ICLR 2017.
+    """
+
+    name = "msp"
+
+    def __init__(self) -> None:
+        pass
+
+    def _score_block(self, z: F64) -> F64:
+        return np.exp(-logsumexp(z - z.max(axis=1, keepdims=True)))
+
+
+@register_detector
+class MaxLogit(LogitDetector):
+    """Maximum logit, ``max_c z_c``; higher = more in-distribution.
+
+    References
+    ----------
+    .. [1] D. Hendrycks, S. Basart, M. Mazeika, A. Zou, J. Kwon, M. Mostajabi, J. Steinhardt and
+       D. Song, "Scaling Out-of-Distribution Detection for Real-World Settings", ICML 2022.
+    """
+
+    name = "mls"
+
+    def __init__(self) -> None:
+        pass
+
+    def _score_block(self, z: F64) -> F64:
+        return z.max(axis=1)
+
+
+@register_detector
+class Energy(LogitDetector):
+    """Energy score ``T log sum_c exp(z_c / T)`` with T = 1; higher = more in-distribution.
+
+    References
+    ----------
+    .. [1] W. Liu, X. Wang, J. Owens and Y. Li, "Energy-based Out-of-distribution Detection",
+       NeurIPS 2020.
+    """
+
+    name = "energy"
+
+    def __init__(self) -> None:
+        pass
+
+    def _score_block(self, z: F64) -> F64:
+        return logsumexp(z)
+
+
+@register_detector
+class Entropy(LogitDetector):
+    """Negative entropy of the softmax, ``sum_c p_c log p_c``; higher = more in-distribution.
+
+    References
+    ----------
+    .. [1] D. Hendrycks, M. Mazeika and T. Dietterich, "Deep Anomaly Detection with Outlier
+       Exposure", ICLR 2019 (entropy of the predictive distribution as an OOD score).
+    """
+
+    name = "entropy"
+
+    def __init__(self) -> None:
+        pass
+
+    def _score_block(self, z: F64) -> F64:
+        logp = log_softmax(z)
+        return (np.exp(logp) * logp).sum(axis=1)
+
+
+@register_detector
+class GEN(LogitDetector):
+    """Generalized entropy: ``-sum over the M largest p_i of p_i^g (1 - p_i)^g``.
+
+    Higher = more in-distribution.
+
+    Parameters
+    ----------
+    gamma : float, default 0.1
+        Exponent g, in (0, 1].
+    M : int, default 100
+        Number of largest probabilities summed (capped at the number of classes C).
+
+    References
+    ----------
+    .. [1] X. Liu, Y. Lochman and C. Zach, "GEN: Pushing the Limits of Softmax-Based
+       Out-of-Distribution Detection", CVPR 2023.
+    """
+
+    name = "gen"
+
+    def __init__(self, *, gamma: float = 0.1, M: int = 100) -> None:
+        self.gamma = gamma
+        self.M = M
+
+    def _check_params(self) -> None:
+        check_real("gen", "gamma", self.gamma, low=0.0, high=1.0, low_open=True)
+        check_int("gen", "M", self.M)
+
+    def _score_block(self, z: F64) -> F64:
+        p = softmax(z)
+        m = min(int(self.M), p.shape[1])
+        top = np.partition(p, p.shape[1] - m, axis=1)[:, p.shape[1] - m :]
+        g = float(self.gamma)
+        return -(top**g * (1.0 - top) ** g).sum(axis=1)

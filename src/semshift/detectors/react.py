@@ -1,0 +1,52 @@
+"""ReAct: energy of the head applied to activations clipped at an ID percentile."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import Inputs, check_real
+from ._common import F32, exact_percentile
+from ._head import HeadEnergyDetector
+from ._registry import register_detector
+
+__all__ = ["ReAct"]
+
+
+@register_detector
+class ReAct(HeadEnergyDetector):
+    """ReAct score ``Energy(W min(h, c) + b)``; higher = more in-distribution.
+
+    c is the ``percentile``-th percentile of all ID training activations (every entry of the
+    training feature matrix), computed exactly in blocks (equal to ``np.percentile``).
+
+    Parameters
+    ----------
+    percentile : float, default 90
+        Percentile of the training activations used as the clipping threshold.
+
+    Attributes
+    ----------
+    threshold_ : float
+        The clipping threshold c.
+
+    References
+    ----------
+    .. [1] Y. Sun, C. Guo and Y. Li, "ReAct: Out-of-distribution Detection With Rectified
+       Activations", NeurIPS 2021.
+    """
+
+    name = "react"
+    fit_requires = frozenset({"features", "head"})
+
+    def __init__(self, *, percentile: float = 90.0) -> None:
+        self.percentile = percentile
+
+    def _check_params(self) -> None:
+        check_real("react", "percentile", self.percentile, low=0.0, high=100.0)
+
+    def _fit(self, inputs: Inputs) -> None:
+        super()._fit(inputs)
+        self.threshold_ = exact_percentile(inputs.get("features"), float(self.percentile))
+
+    def _transform(self, h: F32) -> F32:
+        return np.minimum(h, np.float32(self.threshold_))
