@@ -14,8 +14,8 @@ It writes two Parquet files next to ``src/semshift/taxonomy/data/WORDNET_LICENSE
 ``wordnet30_noun_edges.parquet``
     one row per hypernym (``@``) or instance-hypernym (``@i``) pointer: ``child`` and ``parent`` row
     numbers, ``kind`` (0 hypernym, 1 instance) and ``order``, the position of the child among the
-    parent's hyponym and instance-hyponym pointers (``~``, ``~i``) as listed on the parent's line, so
-    breadth-first traversals can follow WordNet's own child order.
+    parent's hyponym and instance-hyponym pointers (``~``, ``~i``) as listed on the parent's
+    line, so    breadth-first traversals can follow WordNet's own child order.
 """
 
 from __future__ import annotations
@@ -140,10 +140,12 @@ def build(wordnet_dir: Path, out_dir: Path) -> tuple[int, int]:
         }
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    pq.write_table(nodes, out_dir / "wordnet30_nouns.parquet", compression="zstd",
-                   compression_level=19)
-    pq.write_table(edges, out_dir / "wordnet30_noun_edges.parquet", compression="zstd",
-                   compression_level=19)
+    pq.write_table(
+        nodes, out_dir / "wordnet30_nouns.parquet", compression="zstd", compression_level=19
+    )
+    pq.write_table(
+        edges, out_dir / "wordnet30_noun_edges.parquet", compression="zstd", compression_level=19
+    )
     return nodes.num_rows, edges.num_rows
 
 
@@ -162,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     n_nodes, n_edges = build(args.wordnet_dir, args.out)
     print(f"wrote {n_nodes} noun synsets and {n_edges} hypernym edges to {args.out}")
     if (n_nodes, n_edges) != (EXPECTED_SYNSETS, EXPECTED_EDGES):
-        print(f"error: expected {EXPECTED_SYNSETS} synsets and {EXPECTED_EDGES} edges",
-              file=sys.stderr)
+        print(
+            f"error: expected {EXPECTED_SYNSETS} synsets and {EXPECTED_EDGES} edges",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

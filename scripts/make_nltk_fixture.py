@@ -43,16 +43,34 @@ def main() -> None:
             pairs.append((s, h))
     with OUT.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["a", "b", "name_a", "path", "lch", "wup", "min_depth_a", "max_depth_a",
-                    "lowest_common"])
+        w.writerow(
+            [
+                "a",
+                "b",
+                "name_a",
+                "path",
+                "lch",
+                "wup",
+                "min_depth_a",
+                "max_depth_a",
+                "lowest_common",
+            ]
+        )
         for a, b in pairs:
             lch = a.lch_similarity(b)
-            w.writerow([
-                f"n{a.offset():08d}", f"n{b.offset():08d}", a.name(),
-                a.shortest_path_distance(b), repr(lch), repr(a.wup_similarity(b)),
-                a.min_depth(), a.max_depth(),
-                "|".join(f"n{s.offset():08d}" for s in a.lowest_common_hypernyms(b)),
-            ])
+            w.writerow(
+                [
+                    f"n{a.offset():08d}",
+                    f"n{b.offset():08d}",
+                    a.name(),
+                    a.shortest_path_distance(b),
+                    repr(lch),
+                    repr(a.wup_similarity(b)),
+                    a.min_depth(),
+                    a.max_depth(),
+                    "|".join(f"n{s.offset():08d}" for s in a.lowest_common_hypernyms(b)),
+                ]
+            )
     print(f"wrote {len(pairs)} pairs to {OUT}")
 
 

@@ -9,15 +9,18 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer.exceptions import Abort, Exit, TyperException
 from rich.console import Console
 from rich.table import Table
+from typer.exceptions import Abort, Exit, TyperException
 
 from semshift import __version__
 from semshift.errors import SemshiftError
+
+if TYPE_CHECKING:
+    from semshift.splits.ssb import SSBResult
 
 app = typer.Typer(
     name="semshift",
@@ -57,20 +60,26 @@ def _fmt(x: object) -> str:
 
 @splits_app.command("ssb")
 def splits_ssb(
-    out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv, summary.csv).")],
+    out: Annotated[
+        Path, typer.Option(help="Output directory (split.json, audit.csv, summary.csv).")
+    ],
     preset: Annotated[str, typer.Option(help="ssb, nearest, lch-mean or hierarchy.")] = "ssb",
     known: Annotated[str, typer.Option(help="Known classes: shipped list name or file of ids.")] = (
         "imagenet1k"
     ),
     pool: Annotated[
         str | None,
-        typer.Option(help="Candidates: shipped list or file (custom taxonomy: default all leaves)."),
+        typer.Option(
+            help="Candidates: shipped list or file (custom taxonomy: default all leaves)."
+        ),
     ] = None,
     taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
     graph: Annotated[str | None, typer.Option(help="induced-tree or dag.")] = None,
     measure: Annotated[str | None, typer.Option(help="path, lch, wup or gap.")] = None,
     aggregation: Annotated[str | None, typer.Option(help="sum, mean, median or nearest.")] = None,
-    easy_first: Annotated[str | None, typer.Option(help="Which score end is Easy: low/high.")] = None,
+    easy_first: Annotated[
+        str | None, typer.Option(help="Which score end is Easy: low/high.")
+    ] = None,
     bin_size: Annotated[int | None, typer.Option(help="Classes per bin (default 1000).")] = None,
     quantiles: Annotated[
         str | None, typer.Option(help="Two rank fractions instead of sizes, e.g. 0.333,0.667.")
@@ -92,7 +101,9 @@ def splits_ssb(
         try:
             q = [float(x) for x in quantiles.split(",")]
         except ValueError:
-            raise SemshiftError(f"--quantiles: expected two numbers like 0.333,0.667, got {quantiles!r}") from None
+            raise SemshiftError(
+                f"--quantiles: expected two numbers like 0.333,0.667, got {quantiles!r}"
+            ) from None
     if pool is None and taxonomy in ("wordnet", "wordnet-3.0"):
         pool = "imagenet21k-p"
     t0 = time.perf_counter()
@@ -113,18 +124,30 @@ def splits_ssb(
     _print_split(result, out, time.perf_counter() - t0)
 
 
-def _print_split(result, out: Path, seconds: float) -> None:  # type: ignore[no-untyped-def]
+def _print_split(result: SSBResult, out: Path, seconds: float) -> None:
     counts = result.manifest.extra["counts"]
     s = result.summary
-    table = Table(title=f"{result.manifest.method} split ({result.manifest.params['measure']}, "
-                  f"{result.manifest.params['aggregation']})")
-    for col, justify in (("bin", "left"), ("classes", "right"), ("score min / mean / max", "right"),
-                         ("depth", "right"), ("nearest", "right"), ("examples", "left")):
+    table = Table(
+        title=f"{result.manifest.method} split ({result.manifest.params['measure']}, "
+        f"{result.manifest.params['aggregation']})"
+    )
+    for col, justify in (
+        ("bin", "left"),
+        ("classes", "right"),
+        ("score min / mean / max", "right"),
+        ("depth", "right"),
+        ("nearest", "right"),
+        ("examples", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in s.itertuples(index=False):
         table.add_row(
-            r.bin, str(r.classes), f"{_fmt(r.score_min)} / {_fmt(r.score_mean)} / {_fmt(r.score_max)}",
-            f"{r.mean_depth:.1f}", f"{r.mean_nearest_distance:.1f}", r.examples,
+            r.bin,
+            str(r.classes),
+            f"{_fmt(r.score_min)} / {_fmt(r.score_mean)} / {_fmt(r.score_max)}",
+            f"{r.mean_depth:.1f}",
+            f"{r.mean_nearest_distance:.1f}",
+            r.examples,
         )
     console.print(table)
     console.print(
@@ -134,7 +157,9 @@ def _print_split(result, out: Path, seconds: float) -> None:  # type: ignore[no-
     )
     dropped = result.manifest.extra["dropped"]["not_in_restrict_to"]
     if dropped:
-        console.print("dropped by restriction: " + ", ".join(f"{k} {v}" for k, v in dropped.items()))
+        console.print(
+            "dropped by restriction: " + ", ".join(f"{k} {v}" for k, v in dropped.items())
+        )
 
 
 @splits_app.command("show")
@@ -203,7 +228,9 @@ def demo(
     from semshift.splits.ssb import build_ssb_split
 
     t0 = time.perf_counter()
-    console.print("Building the Semantic Shift Benchmark ImageNet splits (preset 'ssb') offline ...")
+    console.print(
+        "Building the Semantic Shift Benchmark ImageNet splits (preset 'ssb') offline ..."
+    )
     result = build_ssb_split("imagenet1k", "imagenet21k-p", preset="ssb")
     result.write(out / "ssb")
     _print_split(result, out / "ssb", time.perf_counter() - t0)

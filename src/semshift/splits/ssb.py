@@ -1,4 +1,4 @@
-"""Semantic Shift Benchmark open-set splits: candidates ranked by semantic distance to known classes.
+"""Semantic Shift Benchmark open-set splits: candidates ranked by semantic distance to the known.
 
 Presets (REFERENCE 4.2):
 
@@ -87,7 +87,7 @@ class SSBResult:
 def resolve_classes(
     taxonomy: Taxonomy, spec: str | Path | Sequence[str], role: str
 ) -> tuple[list[str], str]:
-    """Class ids from a shipped list name, a file of ids or a sequence; checked against the taxonomy.
+    """Class ids from a shipped list name, a file of ids or a sequence, checked in the taxonomy.
 
     Unknown ids raise :class:`UnknownNameError` naming the file and line and close matches.
     """
@@ -129,9 +129,12 @@ def _bin_positions(
             raise InputError(f"quantiles must be two increasing values in (0, 1), got {q}")
         cuts = [0, round(q[0] * n), round(q[1] * n), n]
         return [(cuts[i], cuts[i + 1]) for i in range(3)]
-    sizes = [1000] * 3 if bin_size is None else (
-        [int(bin_size)] * 3 if np.isscalar(bin_size) else [int(s) for s in bin_size]  # type: ignore[arg-type]
-    )
+    if bin_size is None:
+        sizes = [1000] * 3
+    elif isinstance(bin_size, (int, np.integer)):
+        sizes = [int(bin_size)] * 3
+    else:
+        sizes = [int(s) for s in bin_size]
     if len(sizes) != 3 or min(sizes) <= 0:
         raise InputError(f"bin sizes must be three positive integers, got {sizes}")
     if sum(sizes) > n:
@@ -213,7 +216,9 @@ def build_ssb_split(
         raise UnknownNameError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     cfg = dict(PRESETS[preset])
     for key, value in (
-        ("graph", graph), ("measure", measure), ("aggregation", aggregation),
+        ("graph", graph),
+        ("measure", measure),
+        ("aggregation", aggregation),
         ("easy_first", easy_first),
     ):
         if value is not None:
@@ -260,13 +265,14 @@ def build_ssb_split(
         dist = tax.distance_matrix(known_used, cands)
         space = tax
 
-    similarity = cfg["measure"] in SIMILARITIES
     if cfg["measure"] == "path":
         score = _aggregate(dist, cfg["aggregation"], similarity=False)
     elif cfg["measure"] == "lch":
         score = _aggregate(space._lch_from_path(dist), cfg["aggregation"], similarity=True)
     elif cfg["measure"] == "wup":
-        score = _aggregate(space.similarity_matrix(known_used, cands, "wup"), cfg["aggregation"], True)
+        score = _aggregate(
+            space.similarity_matrix(known_used, cands, "wup"), cfg["aggregation"], True
+        )
     else:
         score = _gap(space, known_used, cands).astype(np.float64)
 
@@ -286,7 +292,9 @@ def build_ssb_split(
         positions = _bin_positions(n, bin_size, quantiles)
         for name, (lo, hi) in zip(BIN_NAMES, positions, strict=True):
             bin_of[order[lo:hi]] = name
-        ranges_used = {"rank_ranges": {k: list(v) for k, v in zip(BIN_NAMES, positions, strict=True)}}
+        ranges_used = {
+            "rank_ranges": {k: list(v) for k, v in zip(BIN_NAMES, positions, strict=True)}
+        }
 
     not_kept: dict[str, int] = {}
     restrict_src = None
@@ -300,19 +308,23 @@ def build_ssb_split(
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(1, n + 1)
     near = np.argmin(dist, axis=0)  # ties: first known class in list order
-    audit = pd.DataFrame(
-        {
-            "wnid": cands,
-            "name": tax.labels(cands),
-            "bin": bin_of,
-            "rank": rank,
-            "score": score,
-            "nearest_known": [known_used[i] for i in near],
-            "nearest_known_name": tax.labels([known_used[i] for i in near]),
-            "nearest_distance": dist[near, np.arange(n)],
-            "depth": tax.depth(cands),
-        }
-    ).sort_values("rank", kind="stable").reset_index(drop=True)
+    audit = (
+        pd.DataFrame(
+            {
+                "wnid": cands,
+                "name": tax.labels(cands),
+                "bin": bin_of,
+                "rank": rank,
+                "score": score,
+                "nearest_known": [known_used[i] for i in near],
+                "nearest_known_name": tax.labels([known_used[i] for i in near]),
+                "nearest_distance": dist[near, np.arange(n)],
+                "depth": tax.depth(cands),
+            }
+        )
+        .sort_values("rank", kind="stable")
+        .reset_index(drop=True)
+    )
 
     bins = {name: audit.loc[audit["bin"] == name, "wnid"].tolist() for name in BIN_NAMES}
     params: dict[str, Any] = {
@@ -320,7 +332,7 @@ def build_ssb_split(
         **cfg,
         "known": known_src,
         "pool": pool_src,
-        "bin_size": bin_size if bin_size is None or np.isscalar(bin_size) else list(bin_size),
+        "bin_size": (bin_size if bin_size is None or isinstance(bin_size, int) else list(bin_size)),
         "quantiles": None if quantiles is None else list(quantiles),
         "restrict_to": restrict_src,
         **ranges_used,
@@ -340,8 +352,12 @@ def build_ssb_split(
         },
     }
     manifest = SplitManifest(
-        method=f"ssb:{preset}", params=json.loads(json.dumps(params)), taxonomy=tax.name,
-        known=list(known_used), bins=bins, extra=extra,
+        method=f"ssb:{preset}",
+        params=json.loads(json.dumps(params)),
+        taxonomy=tax.name,
+        known=list(known_used),
+        bins=bins,
+        extra=extra,
     )
     return SSBResult(manifest=manifest, audit=audit, summary=summarize(audit))
 

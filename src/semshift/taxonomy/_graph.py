@@ -25,7 +25,9 @@ NO_PATH = 16_000
 def csr_from_pairs(src: IntArray, dst: IntArray, n: int, order: IntArray | None = None):
     """CSR adjacency ``src -> dst`` with neighbours sorted by ``order`` (then by input position)."""
     keys = (src, order) if order is not None else (src,)
-    perm = np.lexsort(tuple(reversed(keys))) if order is not None else np.argsort(src, kind="stable")
+    perm = (
+        np.lexsort(tuple(reversed(keys))) if order is not None else np.argsort(src, kind="stable")
+    )
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     return ptr, np.asarray(dst, dtype=np.int64)[perm], perm
@@ -42,7 +44,9 @@ def ranges(starts: IntArray, counts: IntArray) -> tuple[IntArray, IntArray]:
     if total == 0:
         return owner, np.zeros(0, dtype=np.int64)
     offsets = np.cumsum(counts) - counts
-    pos = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, np.int64) - offsets, counts)
+    pos = np.arange(total, dtype=np.int64) + np.repeat(
+        np.asarray(starts, np.int64) - offsets, counts
+    )
     return owner, pos
 
 
@@ -57,7 +61,8 @@ def topological_levels(
 ) -> tuple[IntArray, IntArray]:
     """Kahn's algorithm by levels.
 
-    Returns ``(level, order)``: ``level[i]`` is the number of edges on the *longest* path from a root
+    Returns ``(level, order)``: ``level[i]`` is the number of edges on the *longest* path from a
+    root
     to ``i`` (nltk's ``max_depth``) or -1 for nodes on or below a cycle; ``order`` lists the nodes
     level by level.
     """
@@ -84,7 +89,8 @@ def bfs_levels(
 ) -> tuple[IntArray, IntArray]:
     """Breadth-first search down from ``sources`` in queue (FIFO) order.
 
-    Returns ``(dist, parent)``: the number of edges from the nearest source (-1 if unreached) and the
+    Returns ``(dist, parent)``: the number of edges from the nearest source (-1 if unreached) and
+    the
     node each one was *first reached from* (-1 for sources): the spanning tree a FIFO queue builds
     when children are enqueued in CSR order.
     """
@@ -176,21 +182,6 @@ def build_ancestor_table(
     return AncestorTable(n=n, ptr=ptr, anc=all_anc[src], dist=all_dist[src])
 
 
-def _block_rows(entries_per_row: IntArray, width: int, budget: int = 1 << 23) -> list[slice]:
-    """Split rows into blocks whose gathered entries x width stay under ``budget`` cells."""
-    per_row = np.maximum(entries_per_row, 1) * max(width, 1)
-    cum = np.cumsum(per_row)
-    blocks = []
-    lo = 0
-    while lo < len(per_row):
-        base = cum[lo - 1] if lo else 0
-        hi = int(np.searchsorted(cum, base + budget, side="right"))
-        hi = max(hi, lo + 1)
-        blocks.append(slice(lo, hi))
-        lo = hi
-    return blocks
-
-
 def pairwise_updist(table: AncestorTable, rows: IntArray, cols: IntArray) -> NDArray[np.int32]:
     """min over common ancestors a of d(row, a) + d(col, a), for every (row, col) pair.
 
@@ -198,7 +189,23 @@ def pairwise_updist(table: AncestorTable, rows: IntArray, cols: IntArray) -> NDA
     without a common ancestor get :data:`NO_PATH`. Work is ``sum_r |anc(r)| * len(cols)`` int16
     additions, in blocks of rows.
     """
-    return _pairwise_reduce(table, rows, cols, mode="min")
+    return _pairwise_reduce(table, rows, cols, mode="min").astype(np.int32, copy=False)
+
+
+def pairwise_argmax(
+    table: AncestorTable,
+    rows: IntArray,
+    cols: IntArray,
+    key: IntArray,
+    row_value: IntArray,
+    col_value: IntArray,
+) -> NDArray[np.int64]:
+    """max over common ancestors a of key[a] + row_value[e(row, a)] + col_value[e(col, a)].
+
+    -1 for pairs without a common ancestor; ``row_value``/``col_value`` are per table entry.
+    """
+    out = _pairwise_reduce(table, rows, cols, "argmax", row_value, col_value, key)
+    return out.astype(np.int64, copy=False)
 
 
 def _column_matrix(table: AncestorTable, cols: IntArray, values: IntArray | None = None):
@@ -222,36 +229,62 @@ def _pairwise_reduce(
     col_value: IntArray | None = None,
     key: IntArray | None = None,
 ) -> NDArray[np.int64] | NDArray[np.int32]:
+    """Reduce over common ancestors for all (row, col) pairs.
+
+    ``mode="min"``: min of d(row, a) + d(col, a) (int32 result, NO_PATH if none).
+    ``mode="argmax"``: max of key[a] + row_value[entry(row, a)] + col_value[entry(col, a)]
+    (int64 result, -1 if none).
+
+    Rows are bucketed by their number of ancestor entries ``c``; each bucket is reduced with
+    ``c`` vectorised element-wise min/max passes over (rows, cols) blocks: a loop over the entry
+    position (at most the DAG depth), never over rows or pairs.
+    """
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
-    out_dtype = np.int32 if mode == "min" else np.int64
-    out = np.full((len(rows), len(cols)), NO_PATH if mode == "min" else -1, dtype=out_dtype)
+    is_min = mode == "min"
+    out = np.full(
+        (len(rows), len(cols)), NO_PATH if is_min else -1, dtype=np.int32 if is_min else np.int64
+    )
     if len(rows) == 0 or len(cols) == 0:
         return out
     kset, u = _column_matrix(table, cols)
-    if mode == "argmax":
+    if not is_min:
+        assert key is not None and row_value is not None and col_value is not None
         _, ucol = _column_matrix(table, cols, values=col_value)
-    counts = table.ptr[rows + 1] - table.ptr[rows]
-    for blk in _block_rows(counts, len(cols)):
-        rowner, rpos = gather(table.ptr, rows[blk])
-        ranc = table.anc[rpos]
-        k = np.searchsorted(kset, ranc)
-        k[k == len(kset)] = 0
-        hit = kset[k] == ranc
-        rowner, rpos, k = rowner[hit], rpos[hit], k[hit]
-        if len(rowner) == 0:
-            continue
-        present = np.unique(rowner)
-        seg = np.searchsorted(rowner, present)
-        if mode == "min":
-            vals = u[k].astype(np.int32) + table.dist[rpos].astype(np.int32)[:, None]
-            out[blk][present] = np.minimum.reduceat(vals, seg, axis=0)
-        else:
-            assert key is not None and row_value is not None
-            common = u[k] < NO_PATH
-            vals = key[table.anc[rpos]][:, None] + row_value[rpos][:, None] + ucol[k]
-            vals = np.where(common, vals, -1)
-            out[blk][present] = np.maximum.reduceat(vals, seg, axis=0)
+        # one matrix holding key[a] + col_value, -1 where a is not an ancestor of the column
+        ucol = np.where(u < NO_PATH, ucol + key[kset][:, None], -(1 << 40))
+    rowner, rpos = gather(table.ptr, rows)
+    ranc = table.anc[rpos]
+    k = np.searchsorted(kset, ranc)
+    k[k == len(kset)] = 0
+    hit = kset[k] == ranc
+    rowner, rpos, k = rowner[hit], rpos[hit], k[hit]
+    counts = np.bincount(rowner, minlength=len(rows))
+    first = np.cumsum(counts) - counts
+    rdist = table.dist[rpos].astype(np.int16)
+    rval = None if is_min else row_value[rpos]  # type: ignore[index]
+    chunk = max(1, (1 << 22) // len(cols))
+    for c in np.unique(counts[counts > 0]).tolist():
+        sel = np.flatnonzero(counts == c)
+        for lo in range(0, len(sel), chunk):
+            part = sel[lo : lo + chunk]
+            ent = first[part][:, None] + np.arange(c)[None, :]
+            kk = k[ent]
+            if is_min:
+                dd = rdist[ent]
+                acc = u[kk[:, 0]]
+                acc += dd[:, 0, None]
+                for j in range(1, c):
+                    tmp = u[kk[:, j]]
+                    tmp += dd[:, j, None]
+                    np.minimum(acc, tmp, out=acc)
+                out[part] = acc
+            else:
+                vv = rval[ent]  # type: ignore[index]
+                acc64 = ucol[kk[:, 0]] + vv[:, 0, None]
+                for j in range(1, c):
+                    np.maximum(acc64, ucol[kk[:, j]] + vv[:, j, None], out=acc64)
+                out[part] = np.maximum(acc64, -1)
     return out
 
 
@@ -296,10 +329,14 @@ def pair_updist(table: AncestorTable, a: IntArray, b: IntArray) -> NDArray[np.in
 
 
 def pair_argmax(
-    table: AncestorTable, a: IntArray, b: IntArray, key: IntArray, a_value: IntArray,
+    table: AncestorTable,
+    a: IntArray,
+    b: IntArray,
+    key: IntArray,
+    a_value: IntArray,
     b_value: IntArray,
 ) -> NDArray[np.int64]:
-    """Element-wise max over common ancestors c of key[c] + a_value[entry(a, c)] + b_value[entry(b, c)].
+    """Element-wise max over common ancestors c of key[c] + a_value[e(a, c)] + b_value[e(b, c)].
 
     -1 where a pair has no common ancestor.
     """

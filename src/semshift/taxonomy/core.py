@@ -29,7 +29,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from functools import cached_property
-from typing import Literal, overload
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike, NDArray
 from semshift.errors import TaxonomyFormatError, UnknownNameError
 from semshift.taxonomy import _graph as g
 
-Key = str | int
+Key = str | int | np.integer
 Measure = Literal["path", "lch", "wup"]
 
 __all__ = ["Taxonomy"]
@@ -106,7 +106,9 @@ class Taxonomy:
         parent = np.asarray(edge_parent, dtype=np.int64)
         if child.shape != parent.shape:
             raise TaxonomyFormatError("edge_child and edge_parent differ in length")
-        if len(child) and (min(child.min(), parent.min()) < 0 or max(child.max(), parent.max()) >= n):
+        if len(child) and (
+            min(child.min(), parent.min()) < 0 or max(child.max(), parent.max()) >= n
+        ):
             raise TaxonomyFormatError(f"an edge of taxonomy {name!r} points outside its {n} nodes")
         loops = np.flatnonzero(child == parent)
         if len(loops):
@@ -117,9 +119,15 @@ class Taxonomy:
         self._glosses = list(glosses) if glosses is not None else None
         self._lexnames = list(lexnames) if lexnames is not None else None
         self._edge_kind = (
-            np.asarray(edge_kind, dtype=np.int8) if edge_kind is not None else np.zeros(len(child), np.int8)
+            np.asarray(edge_kind, dtype=np.int8)
+            if edge_kind is not None
+            else np.zeros(len(child), np.int8)
         )
-        order = np.asarray(edge_order, dtype=np.int64) if edge_order is not None else np.arange(len(child))
+        order = (
+            np.asarray(edge_order, dtype=np.int64)
+            if edge_order is not None
+            else np.arange(len(child))
+        )
         self._edge_child, self._edge_parent = child, parent
         self._parent_ptr, self._parent_idx, _ = g.csr_from_pairs(child, parent, n)
         self._child_ptr, self._child_idx, _ = g.csr_from_pairs(parent, child, n, order=order)
@@ -140,7 +148,7 @@ class Taxonomy:
             ps = [p for p in self._parent_list(node) if p in stuck]
             node = ps[0]
         cycle = [*seen[seen.index(node) :], node]
-        path = " -> ".join(str(self._ids[i]) for i in cycle)
+        path = " -> ".join(repr(str(self._ids[i])) for i in cycle)
         return f"taxonomy {self.name!r} has a cycle: {path} (child -> parent)"
 
     def _parent_list(self, i: int) -> list[int]:
@@ -328,11 +336,15 @@ class Taxonomy:
         """Shortest upward distance from the node to each ancestor (itself at 0)."""
         i = self.index(key)
         lo, hi = self._anc.ptr[i], self._anc.ptr[i + 1]
-        return dict(zip(self._ids_of(self._anc.anc[lo:hi]), self._anc.dist[lo:hi].tolist(), strict=True))
+        return dict(
+            zip(self._ids_of(self._anc.anc[lo:hi]), self._anc.dist[lo:hi].tolist(), strict=True)
+        )
 
     def descendants(self, key: Key, *, include_self: bool = False) -> list[str]:
         """All descendants in breadth-first order."""
-        dist, _ = g.bfs_levels(self._child_ptr, self._child_idx, np.array([self.index(key)]), len(self))
+        dist, _ = g.bfs_levels(
+            self._child_ptr, self._child_idx, np.array([self.index(key)]), len(self)
+        )
         rows = np.flatnonzero(dist >= (0 if include_self else 1))
         return self._ids_of(rows[np.argsort(dist[rows], kind="stable")])
 
@@ -351,12 +363,11 @@ class Taxonomy:
         kids = kids[np.sort(first)]
         return self._ids_of(kids[kids != i])
 
-    @overload
-    def depth(self, key: Key, kind: Literal["min", "max"] = "min") -> int: ...
-    @overload
-    def depth(self, key: Sequence[Key], kind: Literal["min", "max"] = "min") -> NDArray[np.int64]: ...
-    def depth(self, key, kind="min"):  # type: ignore[no-untyped-def]
-        """Edges from a root: shortest (``"min"``, nltk ``min_depth``) or longest (``"max"``)."""
+    def depth(self, key: Key | Sequence[Key], kind: Literal["min", "max"] = "min") -> Any:
+        """Edges from a root: shortest (``"min"``, nltk ``min_depth``) or longest (``"max"``).
+
+        An int for one key, an int64 array for a sequence of keys.
+        """
         arr = self._min_depth_arr if kind == "min" else self._max_depth_arr
         if isinstance(key, (str, int, np.integer)):
             return int(arr[self.index(key)])
@@ -387,7 +398,9 @@ class Taxonomy:
             return np.array([self.index(keys)], dtype=np.int64), True
         return self.indices(list(np.asarray(keys, dtype=object).ravel())), False
 
-    def _fill_no_path(self, rows: NDArray[np.int64], cols: NDArray[np.int64], d: np.ndarray, pairwise: bool) -> np.ndarray:
+    def _fill_no_path(
+        self, rows: NDArray[np.int64], cols: NDArray[np.int64], d: np.ndarray, pairwise: bool
+    ) -> np.ndarray:
         """Pairs without a common ancestor meet at a simulated root (nltk ``simulate_root``)."""
         missing = d >= g.NO_PATH
         if missing.any():
@@ -397,8 +410,10 @@ class Taxonomy:
             d[missing] = fill[missing]
         return d
 
-    def path_distance(self, a: Key | Sequence[Key], b: Key | Sequence[Key]) -> int | NDArray[np.int64]:
-        """Shortest path length (edges) via a common ancestor, element-wise over equal-length inputs.
+    def path_distance(
+        self, a: Key | Sequence[Key], b: Key | Sequence[Key]
+    ) -> int | NDArray[np.int64]:
+        """Shortest path length (edges) via a common ancestor, element-wise over equal lengths.
 
         Examples
         --------
@@ -409,8 +424,12 @@ class Taxonomy:
         ra, scalar = self._rows(a)
         rb, _ = self._rows(b)
         if len(ra) != len(rb):
-            raise ValueError(f"a and b differ in length ({len(ra)} vs {len(rb)}); use distance_matrix")
-        d = self._fill_no_path(ra, rb, g.pair_updist(self._anc, ra, rb), pairwise=True).astype(np.int64)
+            raise ValueError(
+                f"a and b differ in length ({len(ra)} vs {len(rb)}); use distance_matrix"
+            )
+        d = self._fill_no_path(ra, rb, g.pair_updist(self._anc, ra, rb), pairwise=True).astype(
+            np.int64
+        )
         return int(d[0]) if scalar else d
 
     def distance_matrix(self, a: Sequence[Key], b: Sequence[Key]) -> NDArray[np.int64]:
@@ -423,7 +442,7 @@ class Taxonomy:
             d = g.pairwise_updist(self._anc, rb, ra).T
         return self._fill_no_path(ra, rb, d, pairwise=False).astype(np.int64)
 
-    def _lch_from_path(self, d: np.ndarray) -> NDArray[np.float64]:
+    def _lch_from_path(self, d: ArrayLike) -> NDArray[np.float64]:
         return -np.log((np.asarray(d, dtype=np.float64) + 1.0) / (2.0 * self.max_depth))
 
     def lch(self, a: Key | Sequence[Key], b: Key | Sequence[Key]) -> float | NDArray[np.float64]:
@@ -456,8 +475,10 @@ class Taxonomy:
         spd = g.entry_spd(self._anc, rows)
         return spd
 
-    def _wup_decode(self, best: NDArray[np.int64], ea: NDArray[np.int64], eb: NDArray[np.int64]) -> NDArray[np.float64]:
-        base, name_rank, r = self._subsumer_key
+    def _wup_decode(
+        self, best: NDArray[np.int64], ea: NDArray[np.int64], eb: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        _, name_rank, r = self._subsumer_key
         out = np.empty(best.shape, dtype=np.float64)
         none = best < 0
         spd_sum = best % 256
@@ -483,7 +504,9 @@ class Taxonomy:
         ra, scalar = self._rows(a)
         rb, _ = self._rows(b)
         if len(ra) != len(rb):
-            raise ValueError(f"a and b differ in length ({len(ra)} vs {len(rb)}); use similarity_matrix")
+            raise ValueError(
+                f"a and b differ in length ({len(ra)} vs {len(rb)}); use similarity_matrix"
+            )
         base, _, r = self._subsumer_key
         spd = g.entry_spd(self._anc, np.concatenate([ra, rb]))
         a_val = spd + np.where(self._anc.dist == 0, r * 256, 0)
@@ -491,12 +514,16 @@ class Taxonomy:
         out = self._wup_decode(best, self._ecc[ra], self._ecc[rb])
         return float(out[0]) if scalar else out
 
-    def similarity_matrix(self, a: Sequence[Key], b: Sequence[Key], measure: Measure = "lch") -> NDArray[np.float64]:
+    def similarity_matrix(
+        self, a: Sequence[Key], b: Sequence[Key], measure: Measure = "lch"
+    ) -> NDArray[np.float64]:
         """All-pairs similarity, shape (len(a), len(b)): ``"lch"``, ``"wup"`` or ``"path"``
         (nltk's ``path_similarity`` = 1 / (path + 1))."""
         if measure in ("lch", "path"):
             d = self.distance_matrix(a, b)
-            return self._lch_from_path(d) if measure == "lch" else 1.0 / (d + 1.0)
+            if measure == "lch":
+                return self._lch_from_path(d)
+            return np.asarray(1.0 / (d + 1.0), dtype=np.float64)
         if measure != "wup":
             raise ValueError(f"unknown measure {measure!r}; choose lch, wup or path")
         ra, _ = self._rows(a)
@@ -505,10 +532,12 @@ class Taxonomy:
         spd = g.entry_spd(self._anc, np.concatenate([ra, rb]))
         self_bonus = spd + np.where(self._anc.dist == 0, r * 256, 0)
         if len(ra) >= len(rb):
-            best = g._pairwise_reduce(self._anc, ra, rb, "argmax", self_bonus, spd, base)
+            best = g.pairwise_argmax(self._anc, ra, rb, base, self_bonus, spd)
         else:
-            best = g._pairwise_reduce(self._anc, rb, ra, "argmax", spd, self_bonus, base).T
-        return self._wup_decode(best, self._ecc[ra][:, None] + 0 * best, self._ecc[rb][None, :] + 0 * best)
+            best = g.pairwise_argmax(self._anc, rb, ra, base, spd, self_bonus).T
+        return self._wup_decode(
+            best, self._ecc[ra][:, None] + 0 * best, self._ecc[rb][None, :] + 0 * best
+        )
 
     # ------------------------------------------------------------------ derived taxonomies
     def spanning_tree(self, roots: Sequence[Key] | None = None) -> NDArray[np.int64]:
@@ -518,7 +547,11 @@ class Taxonomy:
         instance-hyponym pointers as listed in ``data.noun``); each node's parent is the node it
         was first reached from; -1 for roots and unreached nodes.
         """
-        src = self.indices(roots) if roots is not None else np.flatnonzero(np.diff(self._parent_ptr) == 0)
+        src = (
+            self.indices(roots)
+            if roots is not None
+            else np.flatnonzero(np.diff(self._parent_ptr) == 0)
+        )
         _, parent = g.bfs_levels(self._child_ptr, self._child_idx, src, len(self))
         return parent
 

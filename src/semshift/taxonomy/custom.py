@@ -31,9 +31,7 @@ from semshift.taxonomy.wordnet import WORDNET_NAME, wordnet
 __all__ = ["load_taxonomy", "read_custom_taxonomy"]
 
 
-def _build(
-    path: Path, entries: list[tuple[int, str, list[str], str]], name: str
-) -> Taxonomy:
+def _build(path: Path, entries: list[tuple[int, str, list[str], str]], name: str) -> Taxonomy:
     """entries: (line, id, parents, display name)."""
     row: dict[str, int] = {}
     for line, node, _, _ in entries:

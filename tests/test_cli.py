@@ -1,0 +1,109 @@
+"""The installed ``semshift`` command: outputs, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+EXE = shutil.which("semshift") or str(Path(sys.executable).parent / "semshift")
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_splits_ssb_writes_three_imagenet_bins(tmp_path):
+    out = tmp_path / "ssb"
+    res = run("splits", "ssb", "--preset", "ssb", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    split = json.loads((out / "split.json").read_text())
+    assert list(split)[:6] == ["method", "params", "taxonomy", "semshift_version", "known", "bins"]
+    assert {k: len(v) for k, v in split["bins"].items()} == {
+        "easy": 1000,
+        "medium": 1000,
+        "hard": 1000,
+    }
+    audit = pd.read_csv(out / "audit.csv")
+    assert len(audit) == 10_230
+    assert "candidates 10230 (overlap removed: 991)" in res.stdout.replace("\n", " ")
+    show = run("splits", "show", str(out))
+    assert show.returncode == 0 and "1000" in show.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["splits", "ssb", "--out", "o", "--known", "imagenet2k"], "neither a shipped class list"),
+        (["splits", "ssb", "--out", "o", "--preset", "foo"], "unknown preset 'foo'"),
+        (["splits", "ssb"], "Missing option '--out'"),
+        (["splits", "ssb", "--out", "o", "--bin-size", "5000"], "exceed the 10230 candidates"),
+        (["splits", "ssb", "--out", "o", "--quantiles", "a,b"], "--quantiles: expected two"),
+        (["taxonomy", "show", "dgo"], "unknown wordnet-3.0 node 'dgo'; did you mean"),
+        (["taxonomy", "show", "x", "--taxonomy", "nope.csv"], "use 'wordnet' or a .csv/.json"),
+        (["splits", "show", "missing-dir"], "cannot read split manifest"),
+        (["nosuchcommand"], "No such command"),
+    ],
+)
+def test_user_mistakes_print_one_line_and_exit_2(tmp_path, args, needle):
+    res = run(*args, cwd=tmp_path)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0]
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_bad_custom_taxonomy_names_file_and_line(tmp_path):
+    tax = tmp_path / "tax.csv"
+    tax.write_text("id,parent\nroot,\na,root\nb,zz\n")
+    res = run("splits", "ssb", "--out", "o", "--taxonomy", str(tax), "--known", "a", cwd=tmp_path)
+    assert res.returncode == 2
+    assert f"{tax}, line 4: parent 'zz' of 'b' is not defined" in res.stderr
+
+
+def test_custom_hierarchy_split_from_the_cli(tmp_path, aircraft_csv):
+    known = tmp_path / "known.txt"
+    known.write_text("737-300\n737-400\na319\n")
+    res = run(
+        "splits",
+        "ssb",
+        "--preset",
+        "hierarchy",
+        "--taxonomy",
+        str(aircraft_csv),
+        "--known",
+        str(known),
+        "--out",
+        str(tmp_path / "air"),
+    )
+    assert res.returncode == 0, res.stderr
+    bins = json.loads((tmp_path / "air" / "split.json").read_text())["bins"]
+    assert sorted(bins["hard"]) == ["737-500", "a320"]
+
+
+def test_taxonomy_commands():
+    res = run("taxonomy", "distance", "dog.n.01", "cat.n.01")
+    assert res.returncode == 0
+    assert "path 4, lch 2.0281, wup 0.8571" in res.stdout
+    show = run("taxonomy", "show", "n02084071")
+    assert "dog.n.01" in show.stdout and "canine (n02083346)" in show.stdout
+
+
+def test_version_and_help():
+    assert run("--version").stdout.strip().startswith("semshift ")
+    res = run("--help")
+    assert res.returncode == 0 and "splits" in res.stdout and "demo" in res.stdout
+
+
+def test_demo_runs_offline(tmp_path):
+    res = run("demo", "--out", str(tmp_path / "demo"))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "demo" / "ssb" / "split.json").exists()
+    assert "easy" in res.stdout and "hard" in res.stdout
