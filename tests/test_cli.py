@@ -107,3 +107,14 @@ def test_demo_runs_offline(tmp_path):
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "demo" / "ssb" / "split.json").exists()
     assert "easy" in res.stdout and "hard" in res.stdout
+
+
+def test_splits_cleaning_from_the_cli(tmp_path):
+    res = run("splits", "cleaning", "--out", str(tmp_path / "clean"))
+    assert res.returncode == 0, res.stderr
+    split = json.loads((tmp_path / "clean" / "split.json").read_text())
+    assert split["method"] == "cleaning" and list(split["bins"]) == ["kept", "dropped"]
+    assert len(split["bins"]["kept"]) + len(split["bins"]["dropped"]) == 11_221
+    assert split["params"]["exclude_subtrees"] == ["n00004475"]  # organism.n.01
+    bad = run("splits", "cleaning", "--out", "o", "--exclude-subtree", "organizm", cwd=tmp_path)
+    assert bad.returncode == 2 and "did you mean organism" in bad.stderr

@@ -162,6 +162,59 @@ def _print_split(result: SSBResult, out: Path, seconds: float) -> None:
         )
 
 
+@splits_app.command("cleaning")
+def splits_cleaning(
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv).")],
+    id_classes: Annotated[
+        str, typer.Option("--id", help="ID classes: shipped list name or file of ids.")
+    ] = "imagenet1k",
+    pool: Annotated[str, typer.Option(help="Candidates: shipped list or file.")] = "imagenet21k-p",
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    exclude_subtree: Annotated[
+        list[str] | None,
+        typer.Option(help="Subtree to drop (repeatable; default organism.n.01)."),
+    ] = None,
+    no_exclude: Annotated[
+        bool, typer.Option("--no-exclude", help="Drop no subtree (skip rule 2).")
+    ] = False,
+    all_candidates: Annotated[
+        bool, typer.Option("--all-candidates", help="Skip rule 4 (keep non-sisters too).")
+    ] = False,
+) -> None:
+    """Clean a candidate pool for semantic-shift OOD (ImageNet-OOD rules 1-4)."""
+    from semshift.splits.cleaning import RULES, build_cleaning_split
+
+    if no_exclude and exclude_subtree:
+        raise SemshiftError("--no-exclude and --exclude-subtree are exclusive")
+    subtrees: list[str] = [] if no_exclude else (exclude_subtree or ["organism.n.01"])
+    t0 = time.perf_counter()
+    result = build_cleaning_split(
+        id_classes,
+        pool,
+        taxonomy=taxonomy,
+        exclude_subtrees=subtrees,
+        sisters_only=not all_candidates,
+    )
+    result.write(out)
+    c = result.counts
+    table = Table(title=f"cleaning {pool} against {id_classes}")
+    table.add_column("rule")
+    table.add_column("dropped", justify="right")
+    table.add_column("example")
+    audit = result.audit
+    for number, code in RULES.items():
+        ex = audit.loc[audit["rule"] == code].head(1)
+        example = f"{ex['name'].iloc[0]}: {ex['reason'].iloc[0]}" if len(ex) else ""
+        table.add_row(f"{number} {code}", str(c[code]), example)
+    table.add_row("kept", str(c["kept"]), ", ".join(audit.loc[audit["kept"], "name"].head(4)))
+    console.print(table)
+    console.print(
+        f"candidates {c['candidates']} | after rules 1-2: {c['after_rules_1_2']} "
+        f"(sisters among them: {c['sisters_after_rules_1_2']}) | kept {c['kept']} | wrote "
+        f"{out}/split.json, audit.csv in {time.perf_counter() - t0:.1f} s"
+    )
+
+
 @splits_app.command("show")
 def splits_show(
     manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
