@@ -215,6 +215,90 @@ def splits_cleaning(
     )
 
 
+@splits_app.command("zsl")
+def splits_zsl(
+    classes: Annotated[str, typer.Option(help="The dataset's classes: list name or file.")],
+    images: Annotated[Path, typer.Option(help="Image list: 'path label' lines or a CSV.")],
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, images.csv).")],
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    unseen: Annotated[str | None, typer.Option(help="Explicit unseen classes (file).")] = None,
+    unseen_fraction: Annotated[float, typer.Option(help="Fraction of classes unseen.")] = 0.2,
+    val_fraction: Annotated[float, typer.Option(help="Fraction of seen classes for val.")] = 0.2,
+    test_seen_fraction: Annotated[
+        float, typer.Option(help="Fraction of seen images held out as test_seen.")
+    ] = 0.2,
+    not_unseen: Annotated[
+        str | None, typer.Option(help="Classes that must stay seen (e.g. imagenet1k).")
+    ] = None,
+    max_hops: Annotated[
+        int | None, typer.Option(help="Unseen within this many edges of a --not-unseen class.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Build a zero-shot split (seen/unseen classes; train/val/test_seen/test_unseen images)."""
+    from semshift.splits.zsl import build_zsl_split
+
+    result = build_zsl_split(
+        classes,
+        images,
+        taxonomy=taxonomy,
+        unseen=unseen,
+        unseen_fraction=unseen_fraction,
+        val_fraction=val_fraction,
+        test_seen_fraction=test_seen_fraction,
+        not_unseen=not_unseen,
+        max_hops=max_hops,
+        seed=seed,
+    )
+    result.write(out)
+    m = result.manifest
+    table = Table(title="zero-shot split")
+    table.add_column("set")
+    table.add_column("classes", justify="right")
+    table.add_column("images", justify="right")
+    counts = m.extra["counts"]
+    for name, n_cls in (
+        ("trainval", len(m.known)),
+        ("train", len(m.bins["train"])),
+        ("val", len(m.bins["val"])),
+        ("test_seen", len(m.known)),
+        ("test_unseen", len(m.bins["unseen"])),
+    ):
+        table.add_row(name, str(n_cls), str(counts["images_" + name]))
+    console.print(table)
+    console.print(f"wrote {out}/split.json, images.csv")
+
+
+@splits_app.command("check")
+def splits_check(
+    manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
+    images: Annotated[
+        Path | None, typer.Option(help="Image table (path, set[, class]); default: manifest's.")
+    ] = None,
+    root: Annotated[Path | None, typer.Option(help="Resolve relative image paths here.")] = None,
+    no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip content hashing.")] = False,
+    report: Annotated[Path | None, typer.Option(help="Write every violation to this CSV.")] = None,
+) -> None:
+    """Check a split for class and image leaks; exit 1 when any is found."""
+    from semshift.splits.check import check_split
+
+    result = check_split(manifest, images, root=root, hash_content=not no_hash)
+    if report is not None:
+        result.violations.to_csv(report, index=False)
+    checked = ", ".join(f"{k} {v}" for k, v in result.checked.items())
+    if result.ok:
+        console.print(f"no leaks found ({checked})")
+        return
+    table = Table(title=f"{len(result.violations)} violation(s) in {manifest}")
+    for col in ("kind", "set_a", "set_b", "count", "first"):
+        table.add_column(col)
+    for r in result.summary().itertuples(index=False):
+        table.add_row(r.kind, r.set_a, r.set_b, str(r.count), str(r.first))
+    console.print(table)
+    console.print(f"checked: {checked}")
+    raise typer.Exit(1)
+
+
 @splits_app.command("show")
 def splits_show(
     manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],

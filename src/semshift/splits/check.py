@@ -1,0 +1,194 @@
+"""The split leak checker: class and image overlaps that make a benchmark number wrong.
+
+For any manifest it checks:
+
+``class_overlap``
+    a class in two class sets that must be disjoint. The sets are ``known`` and every bin; the
+    pairs are the manifest's ``disjoint`` list when it has one, else every pair.
+``image_path_overlap`` / ``image_content_overlap``
+    the same image (same normalised path, or same bytes under another path: a copied file) in two
+    image sets that must be disjoint (every pair except the manifest's ``image_subsets``). This
+    catches train or val sets that contain test-seen images, the bug of the first proposed splits.
+``image_class_mismatch``
+    an image whose class is not in the class set of its image set (``image_classes`` in the
+    manifest maps image sets to class sets; by default an image set maps to the class set of
+    the same name, when there is one).
+``unreadable_image``
+    an image that could not be read for content hashing.
+
+Content hashes (SHA-256) are computed only for files whose size equals that of a file in another
+set, so large image sets are cheap to check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from semshift.errors import InputError
+from semshift.splits.manifest import SplitManifest
+
+__all__ = ["LeakReport", "check_split"]
+
+COLUMNS = ["kind", "set_a", "set_b", "item", "detail"]
+
+
+@dataclass
+class LeakReport:
+    """Violations found by :func:`check_split`, one row each (``kind, set_a, set_b, item,
+    detail``), and what was checked."""
+
+    violations: pd.DataFrame
+    checked: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return self.violations.empty
+
+    def summary(self) -> pd.DataFrame:
+        """Count of violations per kind and pair of sets."""
+        if self.violations.empty:
+            return pd.DataFrame(columns=["kind", "set_a", "set_b", "count", "first"])
+        g = self.violations.groupby(["kind", "set_a", "set_b"], sort=False)
+        return g["item"].agg(count="size", first="first").reset_index()
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _pairs_overlap(
+    frame: pd.DataFrame, key: str, allowed: set[frozenset[str]], kind: str, detail: str
+) -> list[tuple[str, str, str, str, str]]:
+    """Rows sharing ``key`` across two sets whose pair is not allowed."""
+    d = frame[[key, "set"]].drop_duplicates()
+    multi = d[d.duplicated(key, keep=False)]
+    out = []
+    for value, group in multi.groupby(key, sort=True):
+        for a, b in combinations(sorted(group["set"]), 2):
+            if frozenset((a, b)) not in allowed:
+                out.append((kind, a, b, str(value), detail))
+    return out
+
+
+def check_split(
+    manifest: SplitManifest | str | Path,
+    images: pd.DataFrame | str | Path | None = None,
+    *,
+    root: str | Path | None = None,
+    hash_content: bool = True,
+) -> LeakReport:
+    """Check a split manifest (and optionally its image sets) for leaks.
+
+    Parameters
+    ----------
+    manifest : a SplitManifest, a ``split.json`` path or a directory holding one
+    images : image table with ``path`` and ``set`` columns (``class`` optional), or a CSV path.
+        Default: the manifest's ``images`` file when it names one.
+    root : directory that relative image paths are resolved against (default: the manifest's
+        ``image_root``, else the image table's folder)
+    hash_content : also compare file contents (SHA-256) to catch copied files
+    """
+    base: Path | None = None
+    if not isinstance(manifest, SplitManifest):
+        mpath = Path(manifest)
+        base = mpath if mpath.is_dir() else mpath.parent
+        manifest = SplitManifest.read(mpath)
+    if images is None and isinstance(manifest.extra.get("images"), str) and base is not None:
+        images = base / manifest.extra["images"]
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    class_sets: dict[str, set[str]] = {"known": set(manifest.known)}
+    for name, ids in manifest.bins.items():
+        class_sets[name] = set(ids)
+    pairs = manifest.extra.get("disjoint")
+    if pairs is None:
+        pairs = [list(p) for p in combinations(class_sets, 2)]
+    for pair in pairs:
+        if len(pair) != 2 or any(p not in class_sets for p in pair):
+            raise InputError(f"manifest 'disjoint' entry {pair} must name two class sets")
+        a, b = pair
+        for cls in sorted(class_sets[a] & class_sets[b]):
+            rows.append(("class_overlap", a, b, cls, "class in both sets"))
+    checked = {"class_sets": len(class_sets), "class_pairs": len(pairs)}
+
+    if images is not None:
+        if isinstance(images, pd.DataFrame):
+            frame = images.copy()
+            img_base = Path(root) if root is not None else Path.cwd()
+        else:
+            ipath = Path(images)
+            try:
+                frame = pd.read_csv(ipath, dtype=str, keep_default_na=False)
+            except (OSError, pd.errors.ParserError) as err:
+                raise InputError(f"cannot read image table {ipath}: {err}") from None
+            stored = manifest.extra.get("image_root")
+            img_base = (
+                Path(root)
+                if root is not None
+                else Path(stored)
+                if isinstance(stored, str)
+                else ipath.parent
+            )
+        missing = {"path", "set"} - set(frame.columns)
+        if missing:
+            raise InputError(f"image table needs columns path and set (missing {sorted(missing)})")
+        subsets = manifest.extra.get("image_subsets", [])
+        allowed = {frozenset(p) for p in subsets}
+        full = [
+            p if os.path.isabs(p) else os.path.normpath(os.path.join(img_base, p))
+            for p in frame["path"].astype(str)
+        ]
+        frame["abspath"] = full
+        rows += _pairs_overlap(frame, "abspath", allowed, "image_path_overlap", "same file path")
+        if hash_content:
+            sizes: list[int] = []
+            unreadable = np.zeros(len(frame), dtype=bool)
+            for i, p in enumerate(full):
+                try:
+                    sizes.append(os.path.getsize(p))
+                except OSError:
+                    sizes.append(-1)
+                    unreadable[i] = True
+            frame["size"] = sizes
+            for k in np.flatnonzero(unreadable).tolist():
+                rows.append(("unreadable_image", frame["set"].iloc[k], "", full[k], "cannot read"))
+            ok = frame[~unreadable]
+            per_size = ok.groupby("size")["set"].transform("nunique")
+            cand = ok[per_size > 1].drop_duplicates(["abspath", "set"]).copy()
+            cand["sha256"] = [_sha256(p) for p in cand["abspath"]]
+            # different paths, same bytes (same paths were reported above)
+            dup = cand.drop_duplicates(["sha256", "abspath", "set"])
+            content = _pairs_overlap(dup, "sha256", allowed, "image_content_overlap", "")
+            paths = dup.groupby("sha256")["abspath"].agg(lambda s: " = ".join(sorted(set(s))))
+            for kind, a, b, digest, _ in content:
+                files = paths[digest]
+                if " = " in files:
+                    rows.append((kind, a, b, files, f"sha256 {digest[:12]}"))
+            checked["hashed_images"] = len(cand)
+        if "class" in frame.columns:
+            mapping = dict(manifest.extra.get("image_classes", {}))
+            for s in frame["set"].unique():
+                if s not in mapping and s in class_sets:
+                    mapping[s] = s
+            for s, cset in mapping.items():
+                if cset not in class_sets:
+                    continue
+                part = frame[(frame["set"] == s) & ~frame["class"].isin(class_sets[cset])]
+                for p, c in zip(part["path"], part["class"], strict=True):
+                    rows.append(
+                        ("image_class_mismatch", s, cset, p, f"class {c} is not in '{cset}'")
+                    )
+        checked["images"] = len(frame)
+        checked["image_sets"] = int(frame["set"].nunique())
+    return LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=checked)

@@ -1,0 +1,232 @@
+"""Zero-shot splits (REFERENCE 4.6): seen/unseen classes and the image sets of "proposed split v2".
+
+Class level: ``seen`` (the manifest's ``known``) and ``unseen`` are disjoint; the seen classes are
+split again into disjoint ``train`` and ``val`` classes for cross-validation.
+Image level (``images.csv``: path, class, set):
+
+* ``test_seen``: a held-out fraction of every seen class's images;
+* ``trainval``: the other seen-class images, and ``train`` / ``val``: those of the train / val
+  classes (subsets of ``trainval``; never containing ``test_seen`` images, the v1 bug);
+* ``test_unseen``: every image of an unseen class.
+
+Unseen classes can be kept away from a fixed set (``not_unseen``, e.g. the ImageNet-1K classes a
+feature extractor was pre-trained on) and restricted to classes within ``max_hops`` taxonomy edges
+of that set (the "2-hops" / "3-hops" ImageNet splits).
+
+References
+----------
+Xian, Y., Lampert, C. H., Schiele, B. and Akata, Z. (2018). Zero-shot learning - a comprehensive
+evaluation of the good, the bad and the ugly. TPAMI. (Proposed Split Version 2.0.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from semshift.errors import InputError
+from semshift.splits.manifest import SplitManifest
+from semshift.splits.ssb import resolve_classes
+from semshift.taxonomy.core import Taxonomy
+from semshift.taxonomy.custom import load_taxonomy
+
+__all__ = ["ZSLResult", "build_zsl_split", "read_image_list"]
+
+DISJOINT = [["known", "unseen"], ["train", "val"], ["train", "unseen"], ["val", "unseen"]]
+IMAGE_CLASSES = {
+    "trainval": "known",
+    "train": "train",
+    "val": "val",
+    "test_seen": "known",
+    "test_unseen": "unseen",
+}
+IMAGE_SUBSETS = [["train", "trainval"], ["val", "trainval"]]
+
+
+@dataclass
+class ZSLResult:
+    """A zero-shot split: the manifest and the image table (path, class, set)."""
+
+    manifest: SplitManifest
+    images: pd.DataFrame
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / ".images.csv.tmp"
+        self.images.to_csv(tmp, index=False)
+        tmp.replace(out / "images.csv")
+        self.manifest.write(out / "split.json")
+        return out
+
+
+def read_image_list(path: str | Path) -> pd.DataFrame:
+    """Read images as a CSV with ``path`` and ``class`` (and optional ``set``) columns, or a
+    whitespace-separated file list ``path label`` (one image per line, ``#`` comments)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"cannot read image list {path}: {err.strerror or err}") from None
+    first = text.split("\n", 1)[0]
+    if path.suffix.lower() == ".csv" or first.startswith("path,"):
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        missing = {"path"} - set(frame.columns)
+        if missing:
+            raise InputError(f"{path}, line 1: the header must name a 'path' column")
+        frame["line"] = np.arange(2, len(frame) + 2)
+        return frame
+    rows, lines = [], []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.rsplit(None, 1)
+        if len(parts) != 2:
+            raise InputError(f"{path}, line {lineno}: expected 'path label', got {line!r}")
+        rows.append(parts)
+        lines.append(lineno)
+    frame = pd.DataFrame(rows, columns=["path", "class"])
+    frame["line"] = lines
+    return frame
+
+
+def build_zsl_split(
+    classes: str | Path | Sequence[str],
+    images: str | Path | pd.DataFrame,
+    *,
+    taxonomy: str | Path | Taxonomy = "wordnet",
+    unseen: str | Path | Sequence[str] | None = None,
+    unseen_fraction: float = 0.2,
+    val_fraction: float = 0.2,
+    test_seen_fraction: float = 0.2,
+    not_unseen: str | Path | Sequence[str] | None = None,
+    max_hops: int | None = None,
+    seed: int = 0,
+) -> ZSLResult:
+    """Build a zero-shot split with the image sets of proposed split v2.
+
+    Parameters
+    ----------
+    classes : the classes of the dataset (list name, file or ids)
+    images : image list (see :func:`read_image_list`) or a DataFrame with path and class
+    taxonomy : validates class ids and measures hops
+    unseen : explicit unseen classes; otherwise ``unseen_fraction`` of the eligible classes,
+        drawn with ``seed``
+    val_fraction : fraction of seen classes used as validation classes
+    test_seen_fraction : fraction of each seen class's images held out as ``test_seen``
+    not_unseen : classes that must stay seen (e.g. a backbone's pre-training classes)
+    max_hops : unseen classes must lie within this path distance of a ``not_unseen`` class
+    seed : random seed (same inputs and seed give the same split)
+    """
+    for name, frac in (
+        ("unseen_fraction", unseen_fraction),
+        ("val_fraction", val_fraction),
+        ("test_seen_fraction", test_seen_fraction),
+    ):
+        if not 0.0 < frac < 1.0:
+            raise InputError(f"{name} must be in (0, 1), got {frac}")
+    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
+    class_ids, class_src = resolve_classes(tax, classes, "classes")
+    frame = images.copy() if isinstance(images, pd.DataFrame) else read_image_list(images)
+    where = "images" if isinstance(images, pd.DataFrame) else str(images)
+    if not {"path", "class"} <= set(frame.columns):
+        raise InputError(f"{where}: needs 'path' and 'class' columns")
+    frame["class"] = frame["class"].astype(str)
+    known_class = frame["class"].isin(class_ids)
+    if not known_class.all():
+        k = int(np.flatnonzero(~known_class.to_numpy())[0])
+        line = frame["line"].iloc[k] if "line" in frame else k + 1
+        raise InputError(
+            f"{where}, line {line}: class {frame['class'].iloc[k]!r} is not one of the "
+            f"{len(class_ids)} classes ({(~known_class).sum()} such images)"
+        )
+    rng = np.random.default_rng(seed)
+    if unseen is not None:
+        unseen_ids, _ = resolve_classes(tax, unseen, "unseen")
+        stray = sorted(set(unseen_ids) - set(class_ids))
+        if stray:
+            raise InputError(f"unseen class {stray[0]!r} is not one of the dataset's classes")
+    else:
+        eligible = list(class_ids)
+        if not_unseen is not None:
+            fixed, _ = resolve_classes(tax, not_unseen, "not_unseen")
+            fixed_set = set(fixed)
+            eligible = [c for c in eligible if c not in fixed_set]
+            if max_hops is not None:
+                d = tax.distance_matrix(fixed, eligible).min(axis=0)
+                eligible = [c for c, h in zip(eligible, d.tolist(), strict=True) if h <= max_hops]
+        elif max_hops is not None:
+            raise InputError("max_hops needs not_unseen (the classes hops are counted from)")
+        n_unseen = round(unseen_fraction * len(class_ids))
+        if n_unseen < 1 or n_unseen > len(eligible):
+            raise InputError(
+                f"cannot draw {n_unseen} unseen classes from {len(eligible)} eligible classes"
+            )
+        unseen_ids = sorted(rng.choice(np.asarray(eligible, dtype=object), n_unseen, replace=False))
+    unseen_set = set(unseen_ids)
+    seen = [c for c in class_ids if c not in unseen_set]
+    n_val = max(1, round(val_fraction * len(seen)))
+    if n_val >= len(seen):
+        raise InputError(f"val_fraction {val_fraction} leaves no train classes of {len(seen)}")
+    val = sorted(rng.choice(np.asarray(seen, dtype=object), n_val, replace=False))
+    val_set = set(val)
+    train = [c for c in seen if c not in val_set]
+
+    # hold out test_seen_fraction of each seen class's images: rank within class by a random key
+    is_unseen = frame["class"].isin(unseen_set).to_numpy()
+    key = rng.random(len(frame))
+    codes = pd.factorize(frame["class"])[0]
+    order = np.lexsort((key, codes))
+    rank = np.empty(len(frame), dtype=np.int64)
+    sizes = np.bincount(codes)
+    starts = np.cumsum(sizes) - sizes
+    rank[order] = np.arange(len(frame)) - np.repeat(starts, sizes)
+    n_test = np.round(test_seen_fraction * sizes).astype(np.int64)
+    held = rank < n_test[codes]
+    sets = np.where(is_unseen, "test_unseen", np.where(held, "test_seen", "trainval"))
+    out = frame[["path", "class"]].copy()
+    out["set"] = sets
+    trainval = out[out["set"] == "trainval"]
+    sub = trainval.copy()
+    sub["set"] = np.where(sub["class"].isin(val_set), "val", "train")
+    images_out = pd.concat([out, sub], ignore_index=True)
+
+    params: dict[str, Any] = {
+        "classes": class_src,
+        "unseen_fraction": unseen_fraction,
+        "val_fraction": val_fraction,
+        "test_seen_fraction": test_seen_fraction,
+        "not_unseen": None
+        if not_unseen is None
+        else str(not_unseen)
+        if isinstance(not_unseen, (str, Path))
+        else "list",
+        "max_hops": max_hops,
+        "seed": seed,
+    }
+    counts = images_out["set"].value_counts().reindex(list(IMAGE_CLASSES), fill_value=0)
+    manifest = SplitManifest(
+        method="zsl",
+        params=json.loads(json.dumps(params)),
+        taxonomy=tax.name,
+        known=seen,
+        bins={"unseen": list(unseen_ids), "train": train, "val": list(val)},
+        extra={
+            "disjoint": DISJOINT,
+            "images": "images.csv",
+            "image_classes": IMAGE_CLASSES,
+            "image_subsets": IMAGE_SUBSETS,
+            "counts": {"images_" + k: int(v) for k, v in counts.items()},
+            "image_root": (
+                None if isinstance(images, pd.DataFrame) else str(Path(images).resolve().parent)
+            ),
+        },
+    )
+    return ZSLResult(manifest=manifest, images=images_out)
