@@ -73,6 +73,8 @@ def as_scores(x: ArrayLike, name: str = "scores") -> NDArray[np.floating]:
         Non-numeric or boolean dtype, not 1-D, empty, or NaN/inf present.
     """
     arr = np.asarray(x)
+    if arr.size == 0:
+        raise InputError(f"{name} is empty: at least one sample is needed")
     if arr.dtype == np.bool_ or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     ):
@@ -108,6 +110,8 @@ def as_bool(x: ArrayLike, name: str, n: int | None = None) -> NDArray[np.bool_]:
         Non-boolean dtype, not 1-D, empty, or length different from ``n``.
     """
     arr = np.asarray(x)
+    if arr.size == 0:
+        raise InputError(f"{name} is empty: at least one sample is needed")
     if arr.dtype != np.bool_:
         raise InputError(
             f"{name} must be a boolean array, got dtype {arr.dtype}; if 1 marks the positive "
@@ -143,6 +147,8 @@ def as_labels(x: ArrayLike, name: str, *, allow_unknown: bool = False) -> NDArra
         Non-integer dtype, not 1-D, empty, or ids below 0 (below -1 with ``allow_unknown``).
     """
     arr = np.asarray(x)
+    if arr.size == 0:
+        raise InputError(f"{name} is empty: at least one sample is needed")
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
         raise InputError(f"{name} must hold integer class ids, got dtype {arr.dtype}")
     if arr.ndim != 1:

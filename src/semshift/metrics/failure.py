@@ -202,7 +202,8 @@ def eaurc(scores: ArrayLike, error: ArrayLike) -> float:
     """Excess AURC: ``aurc - (err + (1 - err) ln(1 - err))``, err = overall error rate.
 
     AURC* is the area of the optimal ranking (all errors last) in the continuous limit, so
-    e-AURC of a perfect ranking is O(1/N), not exactly 0.
+    e-AURC of a perfect ranking is 0 up to the discretisation error of the trapezoid rule
+    (tiny, of either sign).
 
     Parameters
     ----------
