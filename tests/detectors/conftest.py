@@ -58,12 +58,14 @@ def make_problem(
     noise: float = 1.0,
     sep: float = 3.0,
     ood_scale: float = 1.0,
+    val_label_noise: float = 0.0,
 ) -> Problem:
     """Class means on sparse non-negative patterns; features ``relu(mean + noise)``.
 
     OOD samples come from new class means drawn the same way, their features multiplied by
     ``ood_scale`` (< 1 mimics the weaker activations networks produce on OOD inputs). The head
     is the LDA classifier of the training features (pooled covariance), so logits = h W^T + b.
+    A fraction ``val_label_noise`` of the validation labels is replaced by random labels.
     """
     rng = np.random.default_rng(seed)
 
@@ -80,6 +82,8 @@ def make_problem(
     h_train = draw(mu, y_train)
     y_val = rng.integers(0, n_classes, n_classes * 10)
     h_val = draw(mu, y_val)
+    flip = rng.random(y_val.size) < val_label_noise
+    y_val = np.where(flip, rng.integers(0, n_classes, y_val.size), y_val)
     h_id = draw(mu, rng.integers(0, n_classes, n_test_id))
     h_ood = ood_scale * draw(mu_new, rng.integers(0, n_classes, n_test_ood))
     h_test = np.concatenate([h_id, h_ood])

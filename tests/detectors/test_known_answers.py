@@ -103,9 +103,18 @@ def test_temp_scaling(problem: Any) -> None:
     t_ref = scipy.optimize.minimize_scalar(nll, bounds=(0.05, 20), method="bounded",
                                            options={"xatol": 1e-10}).x  # fmt: skip
     det = detectors.get("temp_scaling").fit(val_logits=zv, val_labels=yv)
-    assert det.temperature_ == pytest.approx(t_ref, rel=1e-5)
+    assert det.temperature_ == pytest.approx(t_ref, rel=1e-6)
     assert nll(det.temperature_) <= nll(t_ref) + 1e-12
     close(det.score(logits=problem.z_test), [softmax_of(r / t_ref).max() for r in problem.z_test])
+
+
+def test_temp_scaling_at_the_bounds(problem: Any) -> None:
+    zv, yv = problem.z_val, problem.y_val
+    wrong = (yv + 1) % zv.shape[1]  # labels always contradict the logits: T -> infinity
+    assert detectors.get("temp_scaling").fit(val_logits=zv, val_labels=wrong).temperature_ == 100
+    sharp = np.eye(zv.shape[1])[yv] * 1e3  # perfectly separated: T -> 0
+    det = detectors.get("temp_scaling").fit(val_logits=sharp, val_labels=yv)
+    assert det.temperature_ == pytest.approx(0.01)
 
 
 def test_klm(problem: Any) -> None:

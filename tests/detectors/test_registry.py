@@ -47,7 +47,7 @@ def test_get_passes_hyperparameters_and_rejects_unknown_ones() -> None:
         ("knn", {"k": 50, "backend": "auto"}),
         ("nnguide", {"k": 100, "alpha": 0.01, "backend": "auto"}),
         ("gen", {"gamma": 0.1, "M": 100}),
-        ("temp_scaling", {"init_temperature": 1.5}),
+        ("temp_scaling", {}),
         ("openmax", {"alpha": 3, "tail_size": 20}),
         ("react", {"percentile": 90.0}),
         ("ash_b", {"percentile": 90.0}),

@@ -162,10 +162,15 @@ def topk_mask(h: AnyArray, k: int) -> NDArray[np.bool_]:
     if k >= d:
         return np.ones((n, d), dtype=bool)
     kth = np.partition(h, d - k, axis=1)[:, d - k]
-    above = h > kth[:, None]
+    mask = h > kth[:, None]
+    need = k - mask.sum(axis=1)
     tied = h == kth[:, None]
-    need = k - above.sum(axis=1)
-    return above | (tied & (np.cumsum(tied, axis=1) <= need[:, None]))
+    excess = np.flatnonzero(tied.sum(axis=1) > need)
+    if excess.size:  # more ties than places: keep the first `need` of them
+        t = tied[excess]
+        tied[excess] = t & (np.cumsum(t, axis=1) <= need[excess, None])
+    mask |= tied
+    return mask
 
 
 def exact_percentile(x: AnyArray, q: float) -> float:

@@ -78,25 +78,27 @@ def _search_numpy(
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
     n, nb = queries.shape[0], bank.shape[0]
     chunk = min(nb, max(k, BANK_CHUNK))
-    # Per query row: a float32 product row, a bool mask and a partition copy of one chunk.
-    q_step = max(1, _common.BLOCK_BYTES // (chunk * 9))
+    # Per query row and bank column: the float32 product, a partition copy and two masks.
+    q_step = max(1, _common.BLOCK_BYTES // (chunk * 12))
     out_v = np.empty((n, k), dtype=np.float32)
     out_i = np.empty((n, k), dtype=np.int64)
     for qs in range(0, n, q_step):
         q = queries[qs : qs + q_step]
         m = q.shape[0]
-        best_v = np.full((m, k), -np.inf, dtype=np.float32)
-        best_i = np.full((m, k), nb, dtype=np.int64)
-        for bs in range(0, nb, chunk):
+        # First chunk (at least k columns): its own top-k, ties to the lower index.
+        prod = q @ bank[:chunk].T
+        cols = np.nonzero(_common.topk_mask(prod, k))[1].reshape(m, k)  # ascending per row
+        vals = np.take_along_axis(prod, cols, axis=1)
+        order = np.argsort(-vals, axis=1, kind="stable")
+        best_v = np.take_along_axis(vals, order, axis=1)
+        best_i = np.take_along_axis(cols, order, axis=1).astype(np.int64)
+        for bs in range(chunk, nb, chunk):
             prod = q @ bank[bs : bs + chunk].T
-            width = prod.shape[1]
-            mask = prod > best_v[:, -1:]
-            if bs == 0 or np.count_nonzero(mask) > 4 * k * m:
-                if width > k:  # keep at most the chunk's own top-k (and ties)
-                    cut = np.partition(prod, width - k, axis=1)[:, width - k]
-                    mask &= prod >= cut[:, None]
-            rows, cols = np.nonzero(mask)
-            best_v, best_i = _merge(best_v, best_i, rows, prod[rows, cols], cols + np.int64(bs))
+            mask = prod > best_v[:, -1:]  # only products beating the current k-th best
+            if prod.shape[1] > k and np.count_nonzero(mask) > 4 * k * m:
+                mask &= _common.topk_mask(prod, k)
+            rows, cols_c = np.nonzero(mask)
+            best_v, best_i = _merge(best_v, best_i, rows, prod[rows, cols_c], cols_c + np.int64(bs))
         out_v[qs : qs + m] = best_v
         out_i[qs : qs + m] = best_i
     return out_v, out_i
