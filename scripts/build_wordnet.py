@@ -10,7 +10,9 @@ It writes two Parquet files next to ``src/semshift/taxonomy/data/WORDNET_LICENSE
 ``wordnet30_nouns.parquet``
     one row per noun synset, in ``data.noun`` order: ``wnid`` ("n" + 8-digit offset), ``name``
     (nltk-style synset name such as ``dog.n.01``, the sense number read from ``index.noun``),
-    ``lemmas`` ("|"-joined, as written in data.noun), ``gloss`` and ``lexname``.
+    ``lemmas`` ("|"-joined, as written in data.noun), ``senses`` ("|"-joined sense number of
+    each lemma, from ``index.noun``: 1 = the lemma's most frequent sense), ``gloss`` and
+    ``lexname``.
 ``wordnet30_noun_edges.parquet``
     one row per hypernym (``@``) or instance-hypernym (``@i``) pointer: ``child`` and ``parent`` row
     numbers, ``kind`` (0 hypernym, 1 instance) and ``order``, the position of the child among the
@@ -106,7 +108,14 @@ def build(wordnet_dir: Path, out_dir: Path) -> tuple[int, int]:
     row_of = {int(r["offset"]): i for i, r in enumerate(records)}  # type: ignore[call-overload]
 
     names: list[str] = []
+    sense_numbers: list[str] = []
     for r in records:
+        sense_numbers.append(
+            "|".join(
+                str(senses[str(w).lower()].index(int(r["offset"])) + 1)  # type: ignore[call-overload]
+                for w in r["words"]  # type: ignore[attr-defined]
+            )
+        )
         first = str(r["words"][0]).lower()  # type: ignore[index]
         sense = senses[first].index(int(r["offset"])) + 1  # type: ignore[call-overload]
         names.append(f"{first}.n.{sense:02d}")
@@ -127,6 +136,7 @@ def build(wordnet_dir: Path, out_dir: Path) -> tuple[int, int]:
             "wnid": pa.array([f"n{int(r['offset']):08d}" for r in records]),  # type: ignore[call-overload]
             "name": pa.array(names),
             "lemmas": pa.array(["|".join(r["words"]) for r in records]),  # type: ignore[call-overload]
+            "senses": pa.array(sense_numbers),
             "gloss": pa.array([r["gloss"] for r in records]),
             "lexname": pa.array([r["lexname"] for r in records]).dictionary_encode(),
         }

@@ -27,7 +27,7 @@ NLTK, ``nltk.corpus.reader.wordnet``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, Literal
 
@@ -64,6 +64,9 @@ class Taxonomy:
         A second unique key per node (WordNet: synset names such as ``"dog.n.01"``).
     lemmas : sequence of str, optional
         ``"|"``-joined synonyms per node, used for look-up by name.
+    senses : sequence of str, optional
+        ``"|"``-joined sense number of each lemma (WordNet: 1 = most frequent sense); orders
+        :meth:`find`.
     glosses, lexnames : sequence of str, optional
         Definitions and lexicographer file names (WordNet).
     edge_kind : array-like of int, optional
@@ -89,8 +92,9 @@ class Taxonomy:
         names: Sequence[str] | None = None,
         aliases: Sequence[str] | None = None,
         lemmas: Sequence[str] | None = None,
-        glosses: Sequence[str] | None = None,
-        lexnames: Sequence[str] | None = None,
+        glosses: Sequence[str] | Callable[[], Sequence[str]] | None = None,
+        lexnames: Sequence[str] | Callable[[], Sequence[str]] | None = None,
+        senses: Sequence[str] | Callable[[], Sequence[str]] | None = None,
         edge_kind: ArrayLike | None = None,
         edge_order: ArrayLike | None = None,
         name: str = "custom",
@@ -116,8 +120,8 @@ class Taxonomy:
         self._names = list(names) if names is not None else [str(i) for i in self._ids]
         self._aliases = list(aliases) if aliases is not None else None
         self._lemmas = list(lemmas) if lemmas is not None else None
-        self._glosses = list(glosses) if glosses is not None else None
-        self._lexnames = list(lexnames) if lexnames is not None else None
+        # glosses, lexnames and senses may be given as zero-argument loaders (read on first use)
+        self._lazy: dict[str, Any] = {"glosses": glosses, "lexnames": lexnames, "senses": senses}
         self._edge_kind = (
             np.asarray(edge_kind, dtype=np.int8)
             if edge_kind is not None
@@ -211,6 +215,14 @@ class Taxonomy:
     def _ecc(self) -> NDArray[np.int64]:
         return self._anc.eccentricity()
 
+    def _column(self, name: str) -> list[str] | None:
+        value = self._lazy[name]
+        if callable(value):
+            value = self._lazy[name] = list(value())
+        elif value is not None and not isinstance(value, list):
+            value = self._lazy[name] = list(value)
+        return value
+
     # ------------------------------------------------------------------ look-up
     @cached_property
     def _alias_index(self) -> dict[str, int]:
@@ -218,12 +230,14 @@ class Taxonomy:
 
     @cached_property
     def _lemma_index(self) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
+        hits: dict[str, list[tuple[int, int]]] = {}
+        senses = self._column("senses")
         source = self._lemmas if self._lemmas is not None else self._names
         for i, text in enumerate(source):
-            for lemma in str(text).split("|"):
-                out.setdefault(_norm(lemma), []).append(i)
-        return out
+            ranks = [int(x) for x in senses[i].split("|")] if senses is not None else None
+            for k, lemma in enumerate(str(text).split("|")):
+                hits.setdefault(_norm(lemma), []).append((ranks[k] if ranks else 0, i))
+        return {key: [i for _, i in sorted(v)] for key, v in hits.items()}
 
     def index(self, key: Key) -> int:
         """Row number of a node given its id, alias (``dog.n.01``), unique name/lemma or row number.
@@ -303,13 +317,16 @@ class Taxonomy:
         return (self._lemmas[i] if self._lemmas is not None else self._names[i]).split("|")
 
     def gloss(self, key: Key) -> str:
-        return "" if self._glosses is None else self._glosses[self.index(key)]
+        glosses = self._column("glosses")
+        return "" if glosses is None else glosses[self.index(key)]
 
     def lexname(self, key: Key) -> str:
-        return "" if self._lexnames is None else self._lexnames[self.index(key)]
+        lexnames = self._column("lexnames")
+        return "" if lexnames is None else lexnames[self.index(key)]
 
     def find(self, lemma: str) -> list[str]:
-        """Ids of every node with ``lemma`` among its names (nltk's ``synsets``)."""
+        """Ids of every node with ``lemma`` among its names, most frequent sense first (nltk's
+        ``synsets``)."""
         return [str(self._ids[i]) for i in self._lemma_index.get(_norm(lemma), [])]
 
     # ------------------------------------------------------------------ structure

@@ -6,6 +6,7 @@ apt and takes well under a second.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from importlib.resources import files
 
@@ -35,9 +36,18 @@ def wordnet() -> Taxonomy:
     ('dog', 'dog.n.01')
     """
     data = files("semshift.taxonomy") / "data"
-    nodes = pq.read_table(str(data / "wordnet30_nouns.parquet"))
+    table = str(data / "wordnet30_nouns.parquet")
+    nodes = pq.read_table(table, columns=["wnid", "name", "lemmas"])
     edges = pq.read_table(str(data / "wordnet30_noun_edges.parquet"))
     lemmas = nodes.column("lemmas").to_pylist()
+
+    def column(name: str) -> Callable[[], list[str]]:
+        def load() -> list[str]:
+            col = pq.read_table(table, columns=[name]).column(name)
+            return col.cast("string").to_pylist()
+
+        return load
+
     return Taxonomy(
         nodes.column("wnid").to_pylist(),
         edges.column("child").to_numpy(),
@@ -45,8 +55,9 @@ def wordnet() -> Taxonomy:
         names=[s.split("|", 1)[0].replace("_", " ") for s in lemmas],
         aliases=nodes.column("name").to_pylist(),
         lemmas=lemmas,
-        glosses=nodes.column("gloss").to_pylist(),
-        lexnames=nodes.column("lexname").cast("string").to_pylist(),
+        glosses=column("gloss"),
+        lexnames=column("lexname"),
+        senses=column("senses"),
         edge_kind=edges.column("kind").to_numpy(),
         edge_order=edges.column("order").to_numpy(),
         name=WORDNET_NAME,
