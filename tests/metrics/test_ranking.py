@@ -59,12 +59,8 @@ def test_matches_sklearn(sample, ties, n_id, n_ood):
         assert auroc(s, y) == pytest.approx(roc_auc_score(~y, s), abs=1e-12)
         assert aupr_in(s, y) == pytest.approx(average_precision_score(~y, s), abs=1e-12)
         assert aupr_out(s, y) == pytest.approx(average_precision_score(y, -s), abs=1e-12)
-        assert aupr_in(s, y, method="trapezoid") == pytest.approx(
-            trapezoid_pr(~y, s), abs=1e-12
-        )
-        assert aupr_out(s, y, method="trapezoid") == pytest.approx(
-            trapezoid_pr(y, -s), abs=1e-12
-        )
+        assert aupr_in(s, y, method="trapezoid") == pytest.approx(trapezoid_pr(~y, s), abs=1e-12)
+        assert aupr_out(s, y, method="trapezoid") == pytest.approx(trapezoid_pr(y, -s), abs=1e-12)
 
 
 @pytest.mark.parametrize("merge", ["search", "sort"])
@@ -90,9 +86,7 @@ def test_fpr_and_detection_error_match_definitions(sample, ties):
         s, y = sample(seed, 30, 25, ties)
         for tpr in (0.1, 0.9, 0.95):
             for conv in ("id_recall", "ood_recall"):
-                assert fpr_at_tpr(s, y, tpr, conv) == pytest.approx(
-                    fpr_definition(s, y, tpr, conv)
-                )
+                assert fpr_at_tpr(s, y, tpr, conv) == pytest.approx(fpr_definition(s, y, tpr, conv))
         assert detection_error(s, y) == pytest.approx(detection_error_definition(s, y))
 
 

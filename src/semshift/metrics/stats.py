@@ -301,7 +301,8 @@ def delong_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike) -> 
     ty = rankdata(y, axis=1)
     v10 = (tz[:, :n1] - tx) / n0
     v01 = 1.0 - (tz[:, n1:] - ty) / n1
-    auc = v10.mean(axis=1)
+    # the AUROCs are the means of v10; take them from the exact integer-count computation
+    auc = (ranking.auroc(a, m), ranking.auroc(b, m))
     s10, s01 = np.cov(v10), np.cov(v01)
     c = np.array([1.0, -1.0])
     var = float(c @ s10 @ c / n1 + c @ s01 @ c / n0)
