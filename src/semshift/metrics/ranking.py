@@ -106,6 +106,10 @@ class _RankCore:
         if merge == "auto":
             merge = "search" if n0 * math.log2(n1 + 1) <= 4 * (n1 + n0) else "sort"
         self._lab: NDArray[np.bool_] | None = None
+        # Scratch buffers (large inputs: fresh memory costs as much as the arithmetic).
+        self._int_scratch: IntArray | None = None
+        self._float_scratch: FloatArray | None = None
+        self._counts: FloatArray | None = None
         if merge == "search":
             pos = np.searchsorted(id_sorted, ood_sorted, side="right")
             pos += np.arange(n0)
@@ -114,7 +118,7 @@ class _RankCore:
                 both = np.concatenate((id_sorted, ood_sorted))
             order = np.argsort(both, kind="stable")
             self._lab = order >= n1
-            del order
+            self._int_scratch = order  # reused as scratch from here on
             pos = np.flatnonzero(self._lab)
         # pos_ood[j] = position of the j-th smallest OOD score in the merged ascending order.
         self.pos_ood: IntArray = pos
@@ -122,7 +126,6 @@ class _RankCore:
         self._id_runs: Runs | Literal["compute"] = id_runs
         self._ood_runs: Runs | Literal["compute"] = "compute"
         self._r: IntArray | None = None
-        self._ood_rank: FloatArray | None = None
 
     @classmethod
     def from_scores(cls, scores: ArrayLike, is_ood: ArrayLike, what: str) -> _RankCore:
@@ -144,11 +147,11 @@ class _RankCore:
         """Position of the i-th smallest ID score in the merged order, shape (n1,)."""
         if self._pos_id is None:
             if self._lab is None:
-                lab = np.zeros(self.n, dtype=bool)
-                lab[self.pos_ood] = True
+                lab = np.ones(self.n, dtype=bool)
+                lab[self.pos_ood] = False
             else:
-                lab = self._lab
-            self._pos_id = np.flatnonzero(~lab)
+                lab = np.logical_not(self._lab, out=self._lab)
+            self._pos_id = np.flatnonzero(lab)
             self._lab = None
         return self._pos_id
 
@@ -174,24 +177,45 @@ class _RankCore:
             return self._r
         return self.pos_ood[j] - j
 
-    @property
-    def ood_rank(self) -> FloatArray:
-        """1, 2, ..., n0 as float64 (the OOD count up to and including each OOD score)."""
-        if self._ood_rank is None:
-            self._ood_rank = np.arange(1, self.n_ood + 1, dtype=np.float64)
-        return self._ood_rank
+    def _int_buf(self, k: int) -> IntArray:
+        if self._int_scratch is None or self._int_scratch.size < k:
+            self._int_scratch = np.empty(max(self.n_id, self.n_ood), dtype=np.int64)
+        return self._int_scratch[:k]
+
+    def _float_buf(self, k: int) -> FloatArray:
+        if self._float_scratch is None:
+            self._float_scratch = np.empty(max(self.n_id, self.n_ood), dtype=np.float64)
+        return self._float_scratch[:k]
+
+    def counts(self, k: int) -> FloatArray:
+        """1.0, 2.0, ..., k as float64 (k <= max(n1, n0)), cached."""
+        if self._counts is None:
+            self._counts = np.arange(1, max(self.n_id, self.n_ood) + 1, dtype=np.float64)
+        return self._counts[:k]
 
     def tied_pairs(self) -> int:
         """Number of (ID, OOD) pairs with equal scores."""
         runs = self.ood_runs
-        last = np.arange(self.n_ood) if runs is None else runs[1]
-        r = self.n_id_le(last if runs is not None else None)
-        # The largest ID score <= the OOD value is sa[r - 1]; when r == 0 the index -1 wraps to
+        n0 = self.n_ood
+        # The largest ID score <= the OOD value is sa[R - 1]; when R == 0 the index -1 wraps to
         # the maximum, which is then > the OOD value, so the comparison stays False.
-        tied = np.flatnonzero(np.take(self.id_sorted, r - 1) == self.ood_sorted[last])
-        if tied.size == 0:
-            return 0
-        r_tied = r[tied]
+        if runs is None:
+            below = self._int_buf(n0)
+            # R_j - 1 = pos_ood[j] - (j + 1), written into scratch without an index array
+            np.subtract(self.pos_ood, self.counts(n0), out=below, casting="unsafe")
+            out = self._float_buf(n0) if self.id_sorted.dtype == np.float64 else None
+            near = np.take(self.id_sorted, below, out=out, mode="wrap")
+            tied = np.flatnonzero(near == self.ood_sorted)
+            if tied.size == 0:
+                return 0
+            r_tied = below[tied] + 1
+        else:
+            last = runs[1]
+            r = self.n_id_le(last)
+            tied = np.flatnonzero(np.take(self.id_sorted, r - 1) == self.ood_sorted[last])
+            if tied.size == 0:
+                return 0
+            r_tied = r[tied]
         id_runs = self.id_runs
         if id_runs is None:
             n_id_equal = np.ones(tied.size, dtype=np.int64)
@@ -228,8 +252,8 @@ class _RankCore:
         runs = self.id_runs
         if runs is None:
             # i-th smallest ID (0-based): TP = n1 - i, TP + FP = n - pos_id[i].
-            d = np.subtract(n, self.pos_id, dtype=np.float64)
-            np.divide(np.arange(n1, 0, -1, dtype=np.float64), d, out=d)
+            d = np.subtract(n, self.pos_id, out=self._float_buf(n1))
+            np.divide(self.counts(n1)[::-1], d, out=d)
             return float(d.sum()) / n1
         # A run of equal ID scores v (first index f): TP = n1 - f and TP + FP = #scores >= v
         # = n - pos_id[f], because the group of v starts at its first ID score.
@@ -243,8 +267,8 @@ class _RankCore:
         runs = self.ood_runs
         if runs is None:
             # j-th smallest OOD (0-based): TP = j + 1, TP + FP = pos_ood[j] + 1.
-            d = np.add(self.pos_ood, 1, dtype=np.float64)
-            np.divide(self.ood_rank, d, out=d)
+            d = np.add(self.pos_ood, 1.0, out=self._float_buf(n0))
+            np.divide(self.counts(n0), d, out=d)
             return float(d.sum()) / n0
         # A run of equal OOD scores (last index l) ends its group: TP + FP = pos_ood[l] + 1.
         first, last = runs
@@ -287,8 +311,8 @@ class _RankCore:
         runs = self.ood_runs
         if runs is None:
             # (R_j / n1 - (j + 1) / n0) n1 = pos_ood[j] + 1 - (j + 1) (1 + n1 / n0)
-            gap = np.multiply(self.ood_rank, -(1.0 + n1 / n0))
-            gap += self.pos_ood
+            gap = np.multiply(self.counts(n0), -(1.0 + n1 / n0), out=self._float_buf(n0))
+            np.add(gap, self.pos_ood, out=gap)
             return 0.5 * (1.0 + min(0.0, (float(gap.min()) + 1.0) / n1))
         else:
             last = runs[1]

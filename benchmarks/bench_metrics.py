@@ -1,0 +1,179 @@
+"""Benchmark the metrics package against references measured in the same run.
+
+1. AUROC + FPR@95 + AUPR-In + AUPR-Out (plus detection error) on 10,000,000 scores through
+   ``ranking_metrics`` (one shared sort), against one ``np.sort`` of the same array.
+   Target: at most 3x. Also the per-function times and two tie-heavy variants.
+2. ``evaluate_many`` with 50,000 ID scores against 64 subsets of 20,000 OOD scores, against a
+   loop calling sklearn's ``roc_auc_score`` and ``average_precision_score`` per subset, with the
+   largest difference of the numbers. Target: at least 10x.
+
+Timing: one warm-up call, then the best (and median) of ``--repeat`` calls, interleaving the
+candidate and its reference so that both see the same machine load.
+
+Usage::
+
+    python benchmarks/bench_metrics.py [--n 10000000] [--repeat 5] [--skip-sklearn-10m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from semshift.metrics import (
+    aupr_in,
+    aupr_out,
+    auroc,
+    evaluate_many,
+    fpr_at_tpr,
+    ranking_metrics,
+)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def compare(
+    candidate: Callable[[], Any], reference: Callable[[], Any], repeat: int
+) -> tuple[list[float], list[float], Any, Any]:
+    """Warm up both, then alternate them ``repeat`` times; return both time lists and results."""
+    _, cand_out = timed(candidate)
+    _, ref_out = timed(reference)
+    cand_t, ref_t = [], []
+    for _ in range(repeat):
+        t, cand_out = timed(candidate)
+        cand_t.append(t)
+        t, ref_out = timed(reference)
+        ref_t.append(t)
+    return cand_t, ref_t, cand_out, ref_out
+
+
+def fmt(ts: list[float]) -> str:
+    return f"best {min(ts):8.4f} s  median {statistics.median(ts):8.4f} s"
+
+
+def bench_ranking(n: int, repeat: int, sklearn_check: bool) -> None:
+    rng = np.random.default_rng(0)
+    is_ood = rng.random(n) < 0.5
+    scores = rng.normal(size=n) + np.where(is_ood, 0.0, 1.0)
+    print(
+        f"\n## Ranking metrics on {n:,} scores ({int((~is_ood).sum()):,} ID, "
+        f"{int(is_ood.sum()):,} OOD; float64, N(1,1) vs N(0,1))\n"
+    )
+    variants = [
+        ("continuous", scores),
+        ("ties: rounded to 3 decimals", np.round(scores, 3)),
+        ("ties: float32 precision", scores.astype(np.float32).astype(np.float64)),
+    ]
+    for label, s in variants:
+        cand_t, ref_t, res, _ = compare(
+            lambda s=s: ranking_metrics(s, is_ood), lambda s=s: np.sort(s), repeat
+        )
+        ratio_best = min(cand_t) / min(ref_t)
+        ratio_med = statistics.median(cand_t) / statistics.median(ref_t)
+        print(f"[{label}]")
+        print(f"  np.sort (same array)          {fmt(ref_t)}")
+        print(f"  ranking_metrics (all 5)       {fmt(cand_t)}")
+        print(
+            f"  ratio ranking_metrics/np.sort best {ratio_best:.2f}x  median {ratio_med:.2f}x"
+            f"  (target <= 3x)"
+        )
+        print(
+            f"  values: auroc={res.auroc:.6f} fpr95={res.fpr:.6f} aupr_in={res.aupr_in:.6f} "
+            f"aupr_out={res.aupr_out:.6f} detection_error={res.detection_error:.6f}"
+        )
+    print("\n[continuous] one function per call (each sorts on its own)")
+    singles = [
+        ("auroc", lambda: auroc(scores, is_ood)),
+        ("fpr_at_tpr(0.95)", lambda: fpr_at_tpr(scores, is_ood)),
+        ("aupr_in", lambda: aupr_in(scores, is_ood)),
+        ("aupr_out", lambda: aupr_out(scores, is_ood)),
+    ]
+    total_best = 0.0
+    for name, fn in singles:
+        cand_t, ref_t, _, _ = compare(fn, lambda: np.sort(scores), max(2, repeat // 2))
+        total_best += min(cand_t)
+        print(f"  {name:18s} {fmt(cand_t)}  ratio to np.sort {min(cand_t) / min(ref_t):.2f}x")
+    print(f"  sum of the four (best)       {total_best:8.4f} s")
+    if sklearn_check:
+        t, (ref_auc, ref_ap, ref_apo) = timed(
+            lambda: (
+                roc_auc_score(~is_ood, scores),
+                average_precision_score(~is_ood, scores),
+                average_precision_score(is_ood, -scores),
+            )
+        )
+        res = ranking_metrics(scores, is_ood)
+        diff = max(abs(res.auroc - ref_auc), abs(res.aupr_in - ref_ap), abs(res.aupr_out - ref_apo))
+        print(
+            f"\n  sklearn roc_auc + 2 x average_precision (one run): {t:.3f} s; "
+            f"max |difference| = {diff:.2e}"
+        )
+
+
+def bench_many(repeat: int) -> None:
+    rng = np.random.default_rng(1)
+    n_id, n_sub, m = 50_000, 64, 20_000
+    ids = rng.normal(1.0, 1.0, n_id)
+    sets = {f"cell{k:02d}": rng.normal(k / n_sub, 1.0, m) for k in range(n_sub)}
+    y = np.r_[np.ones(n_id, bool), np.zeros(m, bool)]  # ID positive for sklearn
+
+    def sk_loop() -> dict[str, tuple[float, float]]:
+        out = {}
+        for k, ood in sets.items():
+            s = np.concatenate((ids, ood))
+            out[k] = (roc_auc_score(y, s), average_precision_score(y, s))
+        return out
+
+    print(f"\n## evaluate_many: {n_id:,} ID scores vs {n_sub} subsets of {m:,} OOD scores\n")
+    reps = max(2, repeat // 2)
+    cand_t, ref_t, df, ref = compare(
+        lambda: evaluate_many(ids, sets, ["auroc", "aupr_in"]), sk_loop, reps
+    )
+    table = df.pivot(index="subset", columns="metric", values="value")
+    diff = max(
+        max(abs(table.loc[k, "auroc"] - a), abs(table.loc[k, "aupr_in"] - p))
+        for k, (a, p) in ref.items()
+    )
+    print(f"  sklearn loop (roc_auc_score + average_precision_score)  {fmt(ref_t)}")
+    print(f"  evaluate_many(['auroc', 'aupr_in'])                     {fmt(cand_t)}")
+    print(
+        f"  speed-up best {min(ref_t) / min(cand_t):.1f}x  median "
+        f"{statistics.median(ref_t) / statistics.median(cand_t):.1f}x  (target >= 10x); "
+        f"max |difference| = {diff:.2e}"
+    )
+    full_t, _, _, _ = compare(lambda: evaluate_many(ids, sets), lambda: None, reps)
+    print(
+        f"  evaluate_many default (auroc, fpr95, aupr_in, aupr_out)  {fmt(full_t)}  "
+        f"speed-up vs the 2-metric sklearn loop {min(ref_t) / min(full_t):.1f}x"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip-sklearn-10m", action="store_true")
+    args = parser.parse_args()
+    print("# semshift.metrics benchmark")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs visible"
+    )
+    bench_ranking(args.n, args.repeat, not args.skip_sklearn_10m)
+    bench_many(args.repeat)
+
+
+if __name__ == "__main__":
+    main()
