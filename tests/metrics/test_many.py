@@ -69,7 +69,8 @@ def test_callable_metric_and_order_invariance():
     def mean_gap(scores, is_ood):
         return float(scores[~is_ood].mean() - scores[is_ood].mean())
 
-    df = evaluate_many(ids, sets, ["auroc", mean_gap])
+    df = evaluate_many(ids, sets, ["auroc", mean_gap, get_metric("fpr95_ood_recall")])
+    assert df["metric"].iloc[:3].tolist() == ["auroc", "mean_gap", "fpr95_ood_recall"]
     gap = df[(df.subset == "s1") & (df.metric == "mean_gap")]["value"].item()
     assert gap == pytest.approx(ids.mean() - sets["s1"].mean())
     rng = np.random.default_rng(1)

@@ -49,14 +49,14 @@ def _resolve(
         metrics = [metrics]
     out: list[tuple[str, Callable[[_RankCore], float] | None, Callable[..., float]]] = []
     for m in metrics:
-        if isinstance(m, str):
-            spec = get_metric(m)
+        if isinstance(m, str | MetricSpec):
+            spec = get_metric(m) if isinstance(m, str) else m
             if spec.inputs != ("scores", "is_ood"):
                 raise InputError(
-                    f"metric {m!r} needs inputs {spec.inputs}; evaluate_many takes metrics of "
-                    f"(scores, is_ood) only"
+                    f"metric {spec.name!r} needs inputs {spec.inputs}; evaluate_many takes "
+                    f"metrics of (scores, is_ood) only"
                 )
-            out.append((m, _fast(spec), spec))
+            out.append((spec.name, _fast(spec), spec))
         elif callable(m):
             out.append((getattr(m, "__name__", repr(m)), None, m))
         else:
