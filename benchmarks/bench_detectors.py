@@ -1,7 +1,8 @@
 """Benchmark the semshift detectors against plain implementations of the same formulas.
 
 Synthetic ImageNet-like data: non-negative (post-ReLU) features ``relu(mu_y + 0.3 + noise)``
-with sparse class means, a linear LDA-style head, ID test samples from the known classes and
+with sparse class means (unit Gaussian noise), the linear LDA head of the class means (about
+98% top-1 accuracy at 1,000 classes and D = 2,048), ID test samples from the known classes and
 OOD test samples (20 %) from new class means. Each detector runs in its own subprocess (clean
 peak memory); the same subprocess then runs a straightforward NumPy/scipy/scikit-learn version
 of the formula and compares the scores.
@@ -47,19 +48,19 @@ from semshift import detectors
 Array = np.ndarray
 
 
-# -- data ------------------------------------------------------------------------------------------
+# -- data ------------------------------------------------------------------------------------
 class Data:
     """Synthetic features, head and logits, generated in blocks (float32)."""
 
     def __init__(self, args: argparse.Namespace, need_logits: bool) -> None:
         rng = np.random.default_rng(args.seed)
         c, d = args.classes, args.dim
-        means = ((rng.random((2 * c, d)) < 0.1) * rng.uniform(1.0, 3.0, (2 * c, d))).astype(
-            np.float32
-        )
-        self.mu, mu_new = means[:c], means[c:]
-        self.w = (self.mu * 2.0).astype(np.float32)
-        self.b = (-(self.mu.astype(np.float64) ** 2).sum(1)).astype(np.float32)
+        # Sparse class means against unit noise: about 98% top-1 accuracy with 1000 classes
+        # and D = 2048, so the validation set has errors and every class has correct samples.
+        means = (rng.random((2 * c, d)) < 0.05) * rng.uniform(0.4, 0.9, (2 * c, d))
+        self.mu, mu_new = means[:c].astype(np.float32), means[c:].astype(np.float32)
+        self.w = self.mu.copy()  # LDA head of the pre-ReLU Gaussians (unit covariance)
+        self.b = (-0.5 * (self.mu.astype(np.float64) ** 2).sum(1)).astype(np.float32)
         self.y_train = rng.integers(0, c, args.n_train)
         self.h_train = self._draw(rng, self.mu, self.y_train)
         self.y_val = rng.integers(0, c, args.n_val)
@@ -89,7 +90,7 @@ class Data:
         return out
 
 
-# -- plain baselines ---------------------------------------------------------------------------------
+# -- plain baselines -------------------------------------------------------------------------
 # Each returns (fit_seconds, score_fn); score_fn(rows) scores test rows `rows` (a slice).
 def _softmax(z: Array) -> Array:
     return scipy.special.softmax(z.astype(np.float64), axis=1)
@@ -328,7 +329,7 @@ def baseline(name: str, data: Data, det: detectors.Detector) -> tuple[float, Cal
     raise KeyError(name)
 
 
-# -- worker ------------------------------------------------------------------------------------------
+# -- worker ----------------------------------------------------------------------------------
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -390,7 +391,7 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-# -- driver ------------------------------------------------------------------------------------------
+# -- driver ----------------------------------------------------------------------------------
 def _row(r: dict[str, Any]) -> str:
     ours = r["fit_s"] + r["score_s"]
     own = r["peak_rss_mb"] - r["rss_before_mb"]
@@ -438,11 +439,14 @@ def main() -> None:
     if args.worker:
         print(json.dumps(run_worker(args.worker, args)))
         return
-    cmd = "python " + " ".join([os.path.relpath(__file__), *sys.argv[1:]])
+    niceness = os.nice(0)
+    cmd = (f"nice -n {niceness} " if niceness else "") + "python "
+    cmd += " ".join([os.path.relpath(__file__), *sys.argv[1:]])
     size = (
         f"train {args.n_train:,} x {args.dim:,}, {args.classes:,} classes, test {args.n_test:,} "
         f"(20% OOD), val {args.n_val:,}"
     )
+    load_before = os.getloadavg()
     print(f"# {size}\n{HEADER}", flush=True)
     results = []
     t_all = time.perf_counter()
@@ -463,7 +467,8 @@ def main() -> None:
         f"(budget 300 s), max peak RSS {peak:.2f} GB including inputs (budget 8 GB).\n"
         f"Logit-only detectors ({len(results) - len(feat)}): {logit_total:.1f} s in total.\n"
         f"Wall time of the whole benchmark (data generation and baselines included): "
-        f"{time.perf_counter() - t_all:.0f} s."
+        f"{time.perf_counter() - t_all:.0f} s. Load average (1 min) before / after: "
+        f"{load_before[0]:.2f} / {os.getloadavg()[0]:.2f} (the machine is shared)."
     )
     print(summary)
     if args.write:
