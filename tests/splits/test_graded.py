@@ -1,0 +1,148 @@
+"""IS-OOD graded shift: LAID recovers a planted decomposition; exact nearest distances; binning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from semshift.errors import InputError
+from semshift.splits.graded import (
+    COVARIATE_TEMPLATES,
+    LAID,
+    bin_levels,
+    graded_grid,
+    laid_triplets,
+    nearest_distances,
+    train_laid,
+)
+
+
+def _planted(seed=0, dim=16, n=2000):
+    """Embeddings e = A s + B c, [A B] orthogonal: s semantic (label), c covariate (template)."""
+    rng = np.random.default_rng(seed)
+    h = dim // 2
+    q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+    a_mat, b_mat = q[:, :h], q[:, h:]
+    s_vec, c_vec = rng.normal(size=(50, h)), rng.normal(size=(40, h))
+    a = rng.integers(0, 50, n)
+    b = (a + rng.integers(1, 50, n)) % 50
+    i = rng.integers(0, 40, n)
+    j = (i + rng.integers(1, 40, n)) % 40
+
+    def emb(s, c):
+        return s_vec[s] @ a_mat.T + c_vec[c] @ b_mat.T
+
+    return emb(a, i), emb(b, i), emb(a, j), a_mat, b_mat
+
+
+def _leakage(w, a_mat, b_mat):
+    """Fraction of f_sem's variance coming from c, and of f_cov's from s."""
+    h = w.shape[0] // 2
+    ws, wc = w[:, :h], w[:, h:]
+    sem = (
+        np.linalg.norm(b_mat.T @ ws) ** 2
+        / np.linalg.norm(np.vstack([a_mat.T @ ws, b_mat.T @ ws])) ** 2
+    )
+    cov = (
+        np.linalg.norm(a_mat.T @ wc) ** 2
+        / np.linalg.norm(np.vstack([a_mat.T @ wc, b_mat.T @ wc])) ** 2
+    )
+    return sem, cov
+
+
+def test_laid_recovers_a_planted_decomposition(tmp_path):
+    st, ss, cs, a_mat, b_mat = _planted()
+    before = _leakage(np.eye(16), a_mat, b_mat)
+    assert min(before) > 0.3  # the identity mixes both factors in each half
+    laid = train_laid(st, ss, cs, epochs=40, batch_size=500, margin=0.5, seed=0)
+    sem_leak, cov_leak = _leakage(laid.W, a_mat, b_mat)
+    assert sem_leak < 0.02 and cov_leak < 0.02
+    assert laid.orthogonality_error() < 0.05
+    # f_sem of two embeddings with the same label and different templates nearly coincide
+    f_sem, f_cov = laid.transform(np.vstack([st[:1], cs[:1]]))
+    assert np.linalg.norm(f_sem[0] - f_sem[1]) < 0.2 * np.linalg.norm(f_cov[0] - f_cov[1])
+    # deterministic and round-trips through a file
+    short = [train_laid(st, ss, cs, epochs=2, batch_size=500, seed=7).W for _ in range(2)]
+    np.testing.assert_array_equal(short[0], short[1])
+    path = laid.save(tmp_path / "laid.npz")
+    back = LAID.load(path)
+    np.testing.assert_array_equal(back.W, laid.W)
+    assert back.meta["seed"] == "0"
+
+
+def test_laid_file_with_pickled_objects_is_refused(tmp_path):
+    path = tmp_path / "evil.npz"
+    np.savez(path, W=np.array([object()], dtype=object))
+    with pytest.raises(InputError, match="cannot load a LAID matrix"):
+        LAID.load(path)
+
+
+def test_triplet_texts_share_template_or_label():
+    labels = ["LABEL_A", "LABEL_B", "LABEL_C"]
+    st, ss, cs = laid_triplets(labels, n=200, seed=1)
+    assert len(COVARIATE_TEMPLATES) >= 40
+
+    def parts(text):
+        label = next(lbl for lbl in labels if lbl in text)
+        return label, text.replace(label, "{}")
+
+    for a, b, c in zip(st, ss, cs, strict=True):
+        (la, ta), (lb, tb), (lc, tc) = parts(a), parts(b), parts(c)
+        assert ta == tb and la != lb  # semantic shift: same template, other label
+        assert la == lc and ta != tc  # covariate shift: same label, other template
+    with pytest.raises(InputError, match="exactly one"):
+        laid_triplets(labels, ["a {} {}", "b {}"])
+
+
+def test_nearest_distances_equal_brute_force():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(700, 12)).astype(np.float32)
+    y = rng.normal(size=(333, 12)).astype(np.float32)
+    d, j = nearest_distances(x, y, block_test=50, block_id=128)
+    ref = cdist(y.astype(np.float64), x.astype(np.float64), "cosine")
+    np.testing.assert_array_equal(j, ref.argmin(axis=1))
+    np.testing.assert_allclose(d, ref.min(axis=1), atol=1e-6)
+    with pytest.raises(InputError, match="dimension mismatch: ID features 12, test 5"):
+        nearest_distances(x, y[:, :5])
+    y[3, 1] = np.inf
+    with pytest.raises(InputError, match=r"test_features has 1 rows with NaN or inf.*row 3"):
+        nearest_distances(x, y)
+
+
+def test_bin_levels_policies():
+    v = np.arange(100, dtype=float)
+    lv, e = bin_levels(v, 4, policy="quantile")
+    assert np.bincount(lv)[1:].tolist() == [25, 25, 25, 25]
+    lv, e = bin_levels(v, 5, policy="equal-width", quantile_range=(0.0, 1.0))
+    np.testing.assert_allclose(e, np.linspace(0, 99, 6))
+    assert lv.min() == 1 and lv.max() == 5 and lv[0] == 1 and lv[-1] == 5
+    lv, e = bin_levels([-5.0, 0.5, 1.5, 2.5, 99.0], policy="fixed", edges=[0, 1, 2, 3])
+    assert lv.tolist() == [1, 1, 2, 3, 3]
+    with pytest.raises(InputError, match="strictly increasing"):
+        bin_levels(v, policy="fixed", edges=[0, 2, 1])
+    with pytest.raises(InputError, match="unknown policy"):
+        bin_levels(v, policy="log")
+
+
+def test_graded_grid_levels_follow_the_planted_shift():
+    """Test images shifted further along the semantic subspace get higher semantic levels."""
+    rng = np.random.default_rng(0)
+    dim = 8
+    laid = LAID(W=np.eye(dim))  # first half = semantic, second half = covariate
+    base = np.tile(np.r_[np.ones(4), np.ones(4)], (50, 1)) + 0.01 * rng.normal(size=(50, dim))
+    sem_shift = np.repeat(np.linspace(0, 3, 4), 30)
+    cov_shift = np.tile(np.linspace(0, 3, 3), 40)
+    test = np.ones((120, dim))
+    test[:, 0] += sem_shift
+    test[:, 4] += cov_shift
+    samples, cells = graded_grid(base, test, laid, n_levels=4, policy="quantile", min_count=5)
+    assert len(cells) == 16 and cells["count"].sum() == 120
+    # semantic distance grows with the planted semantic shift, not with the covariate one
+    means = samples.groupby(sem_shift)["d_sem"].mean().to_numpy()
+    assert np.all(np.diff(means) > 0)
+    assert samples.groupby(cov_shift)["d_sem"].mean().std() < 0.02
+    assert (samples.sem_level.to_numpy()[sem_shift == 3] >= 3).all()
+    assert samples["cell_valid"].to_numpy().sum() == cells.loc[cells.valid, "count"].sum()
+    with pytest.raises(InputError, match="LAID expects features of dimension 8"):
+        graded_grid(base[:, :4], test, laid)
