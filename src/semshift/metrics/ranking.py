@@ -105,23 +105,14 @@ class _RankCore:
         self.n_id, self.n_ood, self.n = n1, n0, n1 + n0
         if merge == "auto":
             merge = "search" if n0 * math.log2(n1 + 1) <= 4 * (n1 + n0) else "sort"
+        self._merge = merge
+        self._both = both
         self._lab: NDArray[np.bool_] | None = None
         # Scratch buffers (large inputs: fresh memory costs as much as the arithmetic).
         self._int_scratch: IntArray | None = None
         self._float_scratch: FloatArray | None = None
         self._counts: FloatArray | None = None
-        if merge == "search":
-            pos = np.searchsorted(id_sorted, ood_sorted, side="right")
-            pos += np.arange(n0)
-        else:
-            if both is None:
-                both = np.concatenate((id_sorted, ood_sorted))
-            order = np.argsort(both, kind="stable")
-            self._lab = order >= n1
-            self._int_scratch = order  # reused as scratch from here on
-            pos = np.flatnonzero(self._lab)
-        # pos_ood[j] = position of the j-th smallest OOD score in the merged ascending order.
-        self.pos_ood: IntArray = pos
+        self._pos_ood: IntArray | None = None
         self._pos_id: IntArray | None = None
         self._id_runs: Runs | Literal["compute"] = id_runs
         self._ood_runs: Runs | Literal["compute"] = "compute"
@@ -141,6 +132,27 @@ class _RankCore:
         return cls(both[:n_id], both[n_id:], both=both)
 
     # -- lazily derived state -------------------------------------------------------------
+
+    @property
+    def pos_ood(self) -> IntArray:
+        """Position of the j-th smallest OOD score in the merged ascending order, shape (n0,).
+
+        Computed on first use (the FPR needs only the two sorted arrays).
+        """
+        if self._pos_ood is None:
+            sa, sb, n1 = self.id_sorted, self.ood_sorted, self.n_id
+            if self._merge == "search":
+                pos = np.searchsorted(sa, sb, side="right")
+                pos += np.arange(self.n_ood)
+            else:
+                both = self._both if self._both is not None else np.concatenate((sa, sb))
+                order = np.argsort(both, kind="stable")
+                self._lab = order >= n1
+                self._int_scratch = order  # reused as scratch from here on
+                pos = np.flatnonzero(self._lab)
+            self._both = None
+            self._pos_ood = pos
+        return self._pos_ood
 
     @property
     def pos_id(self) -> IntArray:
