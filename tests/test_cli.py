@@ -118,3 +118,49 @@ def test_splits_cleaning_from_the_cli(tmp_path):
     assert split["params"]["exclude_subtrees"] == ["n00004475"]  # organism.n.01
     bad = run("splits", "cleaning", "--out", "o", "--exclude-subtree", "organizm", cwd=tmp_path)
     assert bad.returncode == 2 and "did you mean organism" in bad.stderr
+
+
+def test_splits_graded_from_npy_files(tmp_path):
+    import numpy as np
+
+    from semshift.splits.graded import LAID
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "id.npy", rng.normal(size=(200, 8)).astype(np.float32))
+    np.save(tmp_path / "test.npy", rng.normal(size=(120, 8)).astype(np.float32))
+    LAID(W=np.eye(8)).save(tmp_path / "laid.npz")
+    res = run(
+        "splits",
+        "graded",
+        "--id-features",
+        "id.npy",
+        "--test-features",
+        "test.npy",
+        "--laid",
+        "laid.npz",
+        "--out",
+        "g",
+        "--levels",
+        "3",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    cells = pd.read_csv(tmp_path / "g" / "cells.csv")
+    assert len(cells) == 9 and cells["count"].sum() == 120
+    levels = pd.read_csv(tmp_path / "g" / "levels.csv")
+    assert set(levels.sem_level) <= {1, 2, 3} and len(levels) == 120
+    np.save(tmp_path / "bad.npy", rng.normal(size=(5, 6)).astype(np.float32))
+    bad = run(
+        "splits",
+        "graded",
+        "--id-features",
+        "id.npy",
+        "--test-features",
+        "bad.npy",
+        "--laid",
+        "laid.npz",
+        "--out",
+        "g2",
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "LAID expects features of dimension 8" in bad.stderr

@@ -343,6 +343,51 @@ def splits_superclass(
     )
 
 
+def _load_npy(path: Path, what: str):  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise SemshiftError(f"{what} {path}: cannot read a .npy array ({err})") from None
+
+
+@splits_app.command("graded")
+def splits_graded(
+    id_features: Annotated[Path, typer.Option(help="ID image embeddings, (N_id, l) .npy.")],
+    test_features: Annotated[Path, typer.Option(help="Test image embeddings, (N, l) .npy.")],
+    laid: Annotated[Path, typer.Option(help="A trained LAID matrix (.npz).")],
+    out: Annotated[Path, typer.Option(help="Output directory (levels.csv, cells.csv).")],
+    levels: Annotated[int, typer.Option(help="Levels per axis.")] = 8,
+    policy: Annotated[str, typer.Option(help="equal-width, quantile or fixed.")] = "equal-width",
+    min_count: Annotated[int, typer.Option(help="Cells with fewer images are N/A.")] = 10,
+) -> None:
+    """IS-OOD graded shift levels: D_sem / D_cov to the nearest ID image, binned n x n."""
+    from semshift.splits.graded import LAID, graded_grid
+
+    model = LAID.load(laid)
+    samples, cells = graded_grid(
+        _load_npy(id_features, "--id-features"),
+        _load_npy(test_features, "--test-features"),
+        model,
+        n_levels=levels,
+        policy=policy,
+        min_count=min_count,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    samples.to_csv(out / "levels.csv", index_label="row")
+    cells.to_csv(out / "cells.csv", index=False)
+    grid = cells.pivot(index="sem_level", columns="cov_level", values="count")
+    table = Table(title="images per cell (semantic level x covariate level; N/A below min count)")
+    table.add_column("sem \\ cov")
+    for c in grid.columns:
+        table.add_column(str(c), justify="right")
+    for lvl, row in grid.iterrows():
+        table.add_row(str(lvl), *(str(v) if v >= min_count else f"({v})" for v in row))
+    console.print(table)
+    console.print(f"{len(samples)} test images | wrote {out}/levels.csv, cells.csv")
+
+
 @splits_app.command("show")
 def splits_show(
     manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
