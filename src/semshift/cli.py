@@ -343,7 +343,7 @@ def splits_superclass(
     )
 
 
-def _load_npy(path: Path, what: str):  # type: ignore[no-untyped-def]
+def _load_npy(path: Path, what: str):
     import numpy as np
 
     try:
