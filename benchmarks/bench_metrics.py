@@ -124,7 +124,7 @@ def bench_ranking(n: int, repeat: int, sklearn_check: bool) -> None:
         print(f"  {'':17s} ratio to np.sort {ratio(cand_t, ref_t)}")
     print(f"  sum of the four (cpu best) {total_best:7.4f} s")
     if sklearn_check:
-        t, (ref_auc, ref_ap, ref_apo) = timed(
+        t, _, (ref_auc, ref_ap, ref_apo) = timed(
             lambda: (
                 roc_auc_score(~is_ood, scores),
                 average_precision_score(~is_ood, scores),

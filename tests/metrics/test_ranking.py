@@ -13,6 +13,7 @@ from semshift.metrics import (
     auroc,
     detection_error,
     fpr_at_tpr,
+    ranking,
     ranking_metrics,
 )
 from semshift.metrics.ranking import _RankCore
@@ -232,3 +233,21 @@ def test_float32_and_integer_scores(sample):
     si = np.round(s * 3).astype(np.int64)
     assert auroc(si, y) == pytest.approx(roc_auc_score(~y, si), abs=1e-12)
     assert aupr_in(si, y) == pytest.approx(average_precision_score(~y, si), abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("block", [2, 7, 64])
+def test_block_merge_equals_one_stable_merge(monkeypatch, sample, ties, block):
+    # small blocks so that tie groups straddle block boundaries
+    monkeypatch.setattr(ranking, "_MERGE_BLOCK", block)
+    for seed in range(5):
+        s, y = sample(seed, 150, 90 + 40 * seed, ties)
+        sa, sb = np.sort(s[~y]), np.sort(s[y])
+        order = np.argsort(np.concatenate((sa, sb)), kind="stable")
+        pos_ood, pos_id, cross = ranking._block_merge(sa, sb)
+        assert cross == bool(np.isin(sb, sa).any())
+        np.testing.assert_array_equal(pos_ood, np.flatnonzero(order >= sa.size))
+        np.testing.assert_array_equal(pos_id, np.flatnonzero(order < sa.size))
+        core = _RankCore(sa, sb, merge="sort")
+        assert core.auroc() == pytest.approx(roc_auc_score(~y, s), abs=1e-12)
+        assert core.ap_in() == pytest.approx(average_precision_score(~y, s), abs=1e-12)

@@ -65,6 +65,49 @@ def _runs(x: NDArray[np.floating]) -> Runs:
     return first, last
 
 
+_MERGE_BLOCK = 1 << 17  # merged elements per block: cache-sized, small reusable buffers
+
+
+def _block_merge(
+    id_sorted: NDArray[np.floating], ood_sorted: NDArray[np.floating]
+) -> tuple[IntArray, IntArray, bool]:
+    """Positions of the OOD and of the ID scores in their stable merge (ID first on ties).
+
+    The merge runs block by block: the OOD scores are cut into consecutive blocks, each block
+    takes the ID scores up to (and equal to) its last OOD score, and each pair of short sorted
+    runs is merged by NumPy's stable argsort (timsort: a linear merge of two runs). Blocks keep
+    the merge buffers small and cache-resident, which is faster than one merge of n elements.
+
+    Returns ``(pos_ood, pos_id, cross)``; ``cross`` tells whether an ID score equals an OOD
+    score. Within a tie group the last ID score directly precedes the first OOD score, and all
+    ID scores equal to a block's last OOD score are in that block, so checking adjacent merged
+    pairs inside each block finds every such tie.
+    """
+    n1, n0 = id_sorted.size, ood_sorted.size
+    pos_ood = np.empty(n0, dtype=np.int64)
+    pos_id = np.empty(n1, dtype=np.int64)
+    step = max(1, round(_MERGE_BLOCK * n0 / (n1 + n0)))
+    b_start = np.arange(0, n0, step)
+    b_end = np.minimum(b_start + step, n0)
+    a_end = np.searchsorted(id_sorted, ood_sorted[b_end - 1], side="right")
+    a_end[-1] = n1
+    a_start = np.concatenate(([0], a_end[:-1]))
+    cross = False
+    for a0, a1, b0, b1 in zip(a_start, a_end, b_start, b_end, strict=True):
+        seg = np.concatenate((id_sorted[a0:a1], ood_sorted[b0:b1]))
+        order = np.argsort(seg, kind="stable")
+        is_ood = order >= a1 - a0
+        np.add(np.flatnonzero(is_ood), a0 + b0, out=pos_ood[b0:b1])
+        np.add(np.flatnonzero(~is_ood), a0 + b0, out=pos_id[a0:a1])
+        if not cross:
+            vals = seg[order]
+            tie = vals[1:] == vals[:-1]
+            tie &= is_ood[1:]
+            tie &= ~is_ood[:-1]
+            cross = bool(tie.any())
+    return pos_ood, pos_id, cross
+
+
 class _RankCore:
     """Sorted ID / OOD scores and their stable merge: the state every ranking metric reads.
 
@@ -84,10 +127,8 @@ class _RankCore:
         computed when not given.
     merge : {"auto", "search", "sort"}
         How OOD positions in the merge are found: ``"search"`` = ``np.searchsorted`` of the OOD
-        scores into the ID scores (cheap when n0 << n1), ``"sort"`` = a stable argsort of the
-        two concatenated sorted runs (a linear-time merge in NumPy's timsort).
-    both : ndarray, shape (n1 + n0,), optional
-        ``concatenate((id_sorted, ood_sorted))`` when the caller already holds it.
+        scores into the ID scores (cheap when n0 << n1), ``"sort"`` = blockwise stable argsort
+        of the two sorted runs (linear-time merges in NumPy's timsort, see ``_block_merge``).
     """
 
     def __init__(
@@ -97,7 +138,6 @@ class _RankCore:
         *,
         id_runs: Runs | Literal["compute"] = "compute",
         merge: Literal["auto", "search", "sort"] = "auto",
-        both: NDArray[np.floating] | None = None,
     ) -> None:
         self.id_sorted = id_sorted
         self.ood_sorted = ood_sorted
@@ -106,13 +146,12 @@ class _RankCore:
         if merge == "auto":
             merge = "search" if n0 * math.log2(n1 + 1) <= 4 * (n1 + n0) else "sort"
         self._merge = merge
-        self._both = both
-        self._lab: NDArray[np.bool_] | None = None
         # Scratch buffers (large inputs: fresh memory costs as much as the arithmetic).
         self._int_scratch: IntArray | None = None
         self._float_scratch: FloatArray | None = None
         self._counts: FloatArray | None = None
         self._pos_ood: IntArray | None = None
+        self._cross: bool | None = None  # any ID score equal to an OOD score (None: unknown)
         self._pos_id: IntArray | None = None
         self._id_runs: Runs | Literal["compute"] = id_runs
         self._ood_runs: Runs | Literal["compute"] = "compute"
@@ -129,7 +168,7 @@ class _RankCore:
         np.compress(m, s, out=both[n_id:])
         both[:n_id].sort()
         both[n_id:].sort()
-        return cls(both[:n_id], both[n_id:], both=both)
+        return cls(both[:n_id], both[n_id:])
 
     # -- lazily derived state -------------------------------------------------------------
 
@@ -140,31 +179,23 @@ class _RankCore:
         Computed on first use (the FPR needs only the two sorted arrays).
         """
         if self._pos_ood is None:
-            sa, sb, n1 = self.id_sorted, self.ood_sorted, self.n_id
+            sa, sb = self.id_sorted, self.ood_sorted
             if self._merge == "search":
                 pos = np.searchsorted(sa, sb, side="right")
                 pos += np.arange(self.n_ood)
             else:
-                both = self._both if self._both is not None else np.concatenate((sa, sb))
-                order = np.argsort(both, kind="stable")
-                self._lab = order >= n1
-                self._int_scratch = order  # reused as scratch from here on
-                pos = np.flatnonzero(self._lab)
-            self._both = None
+                pos, self._pos_id, self._cross = _block_merge(sa, sb)
             self._pos_ood = pos
         return self._pos_ood
 
     @property
     def pos_id(self) -> IntArray:
         """Position of the i-th smallest ID score in the merged order, shape (n1,)."""
+        pos_ood = self.pos_ood  # the block merge sets pos_id as well
         if self._pos_id is None:
-            if self._lab is None:
-                lab = np.ones(self.n, dtype=bool)
-                lab[self.pos_ood] = False
-            else:
-                lab = np.logical_not(self._lab, out=self._lab)
-            self._pos_id = np.flatnonzero(lab)
-            self._lab = None
+            is_id = np.ones(self.n, dtype=bool)
+            is_id[pos_ood] = False
+            self._pos_id = np.flatnonzero(is_id)
         return self._pos_id
 
     @property
@@ -209,6 +240,9 @@ class _RankCore:
         """Number of (ID, OOD) pairs with equal scores."""
         runs = self.ood_runs
         n0 = self.n_ood
+        self.pos_ood  # noqa: B018 - the block merge also tells whether cross ties exist
+        if self._cross is False:
+            return 0
         # The largest ID score <= the OOD value is sa[R - 1]; when R == 0 the index -1 wraps to
         # the maximum, which is then > the OOD value, so the comparison stays False.
         if runs is None:
