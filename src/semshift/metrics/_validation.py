@@ -81,8 +81,6 @@ def as_scores(x: ArrayLike, name: str = "scores") -> NDArray[np.floating]:
         raise InputError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise InputError(f"{name} must be 1-D (one value per sample), got shape {arr.shape}")
-    if arr.size == 0:
-        raise InputError(f"{name} is empty: at least one sample is needed")
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
     check_finite(arr, name)
@@ -119,8 +117,6 @@ def as_bool(x: ArrayLike, name: str, n: int | None = None) -> NDArray[np.bool_]:
         )
     if arr.ndim != 1:
         raise InputError(f"{name} must be 1-D (one value per sample), got shape {arr.shape}")
-    if arr.size == 0:
-        raise InputError(f"{name} is empty: at least one sample is needed")
     if n is not None and arr.size != n:
         raise InputError(f"shape mismatch: scores have {n} elements but {name} has {arr.size}")
     return arr
@@ -153,8 +149,6 @@ def as_labels(x: ArrayLike, name: str, *, allow_unknown: bool = False) -> NDArra
         raise InputError(f"{name} must hold integer class ids, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise InputError(f"{name} must be 1-D (one id per sample), got shape {arr.shape}")
-    if arr.size == 0:
-        raise InputError(f"{name} is empty: at least one sample is needed")
     arr = arr.astype(np.int64, copy=False)
     low = -1 if allow_unknown else 0
     bad = np.flatnonzero(arr < low)
