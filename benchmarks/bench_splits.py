@@ -66,15 +66,19 @@ def main() -> None:
     args = ap.parse_args()
 
     c = min((fresh(CLEAN) for _ in range(2)), key=lambda r: r["seconds"])
-    print(f"== cleaning ImageNet-21K-P vs ImageNet-1K (fresh process, best of 2): "
-          f"{c['seconds']:.2f} s, peak {c['peak_mb']:.0f} MB, kept {c['kept']} "
-          f"(target < 30 s: {'PASS' if c['seconds'] < 30 else 'FAIL'})")
+    print(
+        f"== cleaning ImageNet-21K-P vs ImageNet-1K (fresh process, best of 2): "
+        f"{c['seconds']:.2f} s, peak {c['peak_mb']:.0f} MB, kept {c['kept']} "
+        f"(target < 30 s: {'PASS' if c['seconds'] < 30 else 'FAIL'})"
+    )
     if not args.skip_text:
         s = fresh(SUPER)
-        print(f"== superclass names + hierarchy + MiniLM fallback, 56 names over ImageNet-21K-P "
-              f"(fresh process): {s['seconds']:.1f} s (model load {s['model_load']:.1f} s, "
-              f"embedding {s['encode']:.1f} s), kept {s['kept']} super-classes "
-              f"(target < 30 s: {'PASS' if s['seconds'] < 30 else 'FAIL'})")
+        print(
+            f"== superclass names + hierarchy + MiniLM fallback, 56 names over ImageNet-21K-P "
+            f"(fresh process): {s['seconds']:.1f} s (model load {s['model_load']:.1f} s, "
+            f"embedding {s['encode']:.1f} s), kept {s['kept']} super-classes "
+            f"(target < 30 s: {'PASS' if s['seconds'] < 30 else 'FAIL'})"
+        )
 
     from semshift.splits.graded import LAID, graded_grid
 
@@ -99,14 +103,18 @@ def main() -> None:
     floor = 2 * (2 * n * n * h) / rate
 
     t0 = time.perf_counter()
-    samples, cells = graded_grid(id_feats, test, laid, n_levels=8)
+    _, cells = graded_grid(id_feats, test, laid, n_levels=8)
     total = time.perf_counter() - t0
-    print(f"== graded binning {n:,} ID x {n:,} test, dim {dim}: {total:.1f} s "
-          f"(target < 60 s: {'PASS' if total < 60 else 'FAIL'}); valid cells "
-          f"{int(cells.valid.sum())} of {len(cells)}")
-    print(f"   reference, same run: float32 GEMM at {rate / 1e9:.0f} GFLOP/s -> the exact search's "
-          f"{2 * n * n * h * 2 / 1e12:.1f} TFLOP need {floor:.1f} s at that rate "
-          f"(graded binning runs at {floor / total:.0%} of it)")
+    print(
+        f"== graded binning {n:,} ID x {n:,} test, dim {dim}: {total:.1f} s "
+        f"(target < 60 s: {'PASS' if total < 60 else 'FAIL'}); valid cells "
+        f"{int(cells.valid.sum())} of {len(cells)}"
+    )
+    print(
+        f"   reference, same run: float32 GEMM at {rate / 1e9:.0f} GFLOP/s -> the exact search's "
+        f"{2 * n * n * h * 2 / 1e12:.1f} TFLOP need {floor:.1f} s at that rate "
+        f"(graded binning runs at {floor / total:.0%} of it)"
+    )
 
 
 if __name__ == "__main__":
