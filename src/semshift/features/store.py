@@ -1,0 +1,971 @@
+"""The feature store: logits, features and the head of one model over one image set, on disk.
+
+A store is a directory::
+
+    STORE/
+      meta.json              model, layer, preprocessing, class list, dataset fingerprint,
+                             semshift version, array schema, shard list with SHA-256 checksums
+      index.parquet          one row per stored sample: sample_id, path, label, shard, row and
+                             free group columns (split, sem_level, cov_level, corruption, ...)
+      head.npz               the linear head: W (C, D) and b (C,), float32 (optional)
+      skipped.csv            images that could not be used: sample_id, path, reason
+      shards/00000.logits.npy, 00000.features.npy, ...   float32 row shards
+      shards/00000.index.parquet, 00000.json             per-shard index and commit record
+
+``meta.json`` is written last: a directory without it is an unfinished extraction, which
+:func:`open_store` refuses. Every file is written atomically (temporary name, ``fsync``,
+rename), and a shard only counts once its commit record ``NNNNN.json`` (written after its
+arrays) exists and its files match the recorded sizes and checksums, so a kill or a full disk
+never leaves a partial shard that a later run would trust.
+
+Opening is lazy: shards are memory-mapped on first use (``np.load(mmap_mode="r",
+allow_pickle=False)``; loading never unpickles), so a 1,280,000 x 2,048 store opens in the memory
+of its index. Selections gather only their own rows; :meth:`Selection.blocks` iterates in blocks.
+
+Detectors take plain arrays; a selection hands them over::
+
+    store = open_store("runs/resnet50-val")
+    test = store.select(split="id_test")
+    logits, features = test.arrays("logits", "features")   # (n, C), (n, D) float32
+    detector.fit(**store.select(split="id_train").inputs("logits", "features", "head", "labels"))
+    scores = detector.score(**test.inputs("logits", "features"))
+
+>>> import numpy as np, pandas as pd, tempfile
+>>> from semshift.features import open_store, write_store
+>>> d = tempfile.mkdtemp()
+>>> idx = pd.DataFrame({"path": [f"im{i}.png" for i in range(6)], "label": [0, 1, 2, 0, 1, 2],
+...                     "split": ["val"] * 3 + ["test"] * 3})
+>>> logits = np.arange(18, dtype=np.float32).reshape(6, 3)
+>>> _ = write_store(d, index=idx, arrays={"logits": logits}, shard_size=4)
+>>> store = open_store(d)
+>>> len(store), store.n_shards
+(6, 2)
+>>> store.select(split="test").arrays("logits")[0][:, 0]
+array([ 9., 12., 15.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from semshift import __version__
+from semshift.errors import InputError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "RESERVED_COLUMNS",
+    "FeatureStore",
+    "Selection",
+    "StoreWriter",
+    "atomic_write",
+    "concat_stores",
+    "open_store",
+    "write_store",
+]
+
+#: Version of the on-disk layout, bumped when it changes incompatibly.
+FORMAT_VERSION = 1
+#: Index columns the store manages; every other column is a free group column.
+RESERVED_COLUMNS = ("sample_id", "path", "label", "shard", "row")
+#: Rows per block of :meth:`Selection.blocks` by default.
+DEFAULT_BLOCK_ROWS = 65_536
+
+F32 = NDArray[np.float32]
+
+
+# --------------------------------------------------------------------------- atomic file writes
+class _HashingWriter:
+    """A write-only file wrapper feeding every byte to a SHA-256 (hashing costs no re-read)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.f.write(data)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | Path, write: Any, *, fsync: bool = True) -> tuple[str, int]:
+    """Write ``path`` atomically: ``write(f)`` fills a temporary file, which is renamed into place.
+
+    Parameters
+    ----------
+    path : str or Path
+        Final file name. Until the rename, the data lives in ``.NAME.tmp-PID`` in the same folder;
+        a kill or a full disk leaves at most that temporary file, never a partial ``path``.
+    write : callable
+        ``write(f)`` receives a binary file-like object with ``write``.
+    fsync : bool
+        Flush the file and its folder to disk before and after the rename (default).
+
+    Returns
+    -------
+    (sha256 hex digest, size in bytes) of what was written.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            hw = _HashingWriter(f)
+            write(hw)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        _fsync_dir(path.parent)
+    return hw.sha.hexdigest(), hw.size
+
+
+def _write_npy(path: Path, arr: np.ndarray, *, fsync: bool = True) -> tuple[str, int]:
+    arr = np.ascontiguousarray(arr)
+    return atomic_write(
+        path, lambda f: np.lib.format.write_array(f, arr, allow_pickle=False), fsync=fsync
+    )
+
+
+def _write_parquet(path: Path, frame: pd.DataFrame, *, fsync: bool = True) -> tuple[str, int]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data = sink.getvalue().to_pybytes()
+    return atomic_write(path, lambda f: f.write(data), fsync=fsync)
+
+
+def _write_json(path: Path, obj: Any, *, fsync: bool = True) -> tuple[str, int]:
+    data = (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
+    return atomic_write(path, lambda f: f.write(data), fsync=fsync)
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    """SHA-256 hex digest of a file, read in 4 MiB chunks."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+# --------------------------------------------------------------------------- writer
+def _shard_name(k: int) -> str:
+    return f"{k:05d}"
+
+
+@dataclass
+class _ShardRecord:
+    """What a shard's commit record says: rows, and per file its name, size and SHA-256."""
+
+    shard: int
+    rows: int
+    files: dict[str, dict[str, Any]]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shard": self.shard,
+            "rows": self.rows,
+            "files": self.files,
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> _ShardRecord:
+        return cls(int(obj["shard"]), int(obj["rows"]), dict(obj["files"]), list(obj["skipped"]))
+
+
+class StoreWriter:
+    """Write a store shard by shard; resumable.
+
+    Parameters
+    ----------
+    path : str or Path
+        Store directory (created).
+    arrays : mapping of str to tuple of int
+        Array name -> per-row shape, e.g. ``{"logits": (C,), "features": (D,)}``; all float32.
+    run : mapping, optional
+        What produced the data (model, weights, data fingerprint, shard size, ...). Saved as
+        ``run.json``; resuming into a directory whose ``run.json`` differs is refused, so shards
+        of two different runs never mix.
+    fsync : bool
+        Flush every file to disk before renaming it into place (default).
+
+    Raises
+    ------
+    InputError
+        ``path`` holds a finished store or a different run, or is a file.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        arrays: Mapping[str, Sequence[int]],
+        run: Mapping[str, Any] | None = None,
+        fsync: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.arrays = {name: tuple(int(s) for s in shape) for name, shape in arrays.items()}
+        if not self.arrays:
+            raise InputError("a store needs at least one array (e.g. logits)")
+        for name in self.arrays:
+            if not name.replace("_", "").isalnum():
+                raise InputError(f"array name {name!r} must be letters, digits and underscores")
+        self.fsync = fsync
+        self.run = json.loads(json.dumps(dict(run or {}), sort_keys=True))
+        self.run["arrays"] = {k: list(v) for k, v in self.arrays.items()}
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError(f"store path {self.path} exists and is not a directory")
+        if (self.path / "meta.json").exists():
+            raise InputError(
+                f"{self.path} already holds a finished store; choose another output directory "
+                "or delete it"
+            )
+        self.shard_dir = self.path / "shards"
+        self.shard_dir.mkdir(parents=True, exist_ok=True)
+        run_file = self.path / "run.json"
+        if run_file.exists():
+            try:
+                old = json.loads(run_file.read_text())
+            except (OSError, json.JSONDecodeError) as err:
+                raise InputError(f"{run_file}: unreadable ({err}); delete the directory") from None
+            if old != self.run:
+                keys = sorted(k for k in set(old) | set(self.run) if old.get(k) != self.run.get(k))
+                diffs = "; ".join(f"{k}: {old.get(k)!r} vs now {self.run.get(k)!r}" for k in keys)
+                raise InputError(
+                    f"{self.path} holds an unfinished extraction with different settings "
+                    f"({diffs[:400]}); use another output directory or delete it"
+                )
+        else:
+            _write_json(run_file, self.run, fsync=fsync)
+        for tmp in list(self.path.glob(".*.tmp-*")) + list(self.shard_dir.glob(".*.tmp-*")):
+            tmp.unlink(missing_ok=True)  # leftovers of a killed write: never trusted
+        self._records: dict[int, _ShardRecord] = {}
+        self._load_records()
+
+    def _load_records(self) -> None:
+        for rec_file in sorted(self.shard_dir.glob("[0-9]*.json")):
+            try:
+                k = int(rec_file.stem)
+                rec = _ShardRecord.from_json(json.loads(rec_file.read_text()))
+            except (ValueError, KeyError, TypeError, OSError, json.JSONDecodeError):
+                rec_file.unlink(missing_ok=True)
+                continue
+            if rec.shard == k and self._verify(rec):
+                self._records[k] = rec
+            else:  # damaged: forget it, the shard will be recomputed
+                rec_file.unlink(missing_ok=True)
+
+    def _verify(self, rec: _ShardRecord) -> bool:
+        for info in rec.files.values():
+            f = self.shard_dir / info["file"]
+            if not f.is_file() or f.stat().st_size != info["size"]:
+                return False
+            if sha256_file(f) != info["sha256"]:
+                return False
+        return True
+
+    @property
+    def done(self) -> set[int]:
+        """Shards already written and verified (a restarted run skips them)."""
+        return set(self._records)
+
+    def write_shard(
+        self,
+        k: int,
+        arrays: Mapping[str, np.ndarray],
+        index: pd.DataFrame,
+        skipped: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Write shard ``k`` atomically: its arrays, its index rows, then its commit record.
+
+        Parameters
+        ----------
+        k : int
+            Shard number (shards are concatenated in this order).
+        arrays : mapping of str to array (n, ...)
+            One entry per array of the schema, float32-castable, ``n`` rows each.
+        index : DataFrame (n rows)
+            At least ``sample_id`` (int), ``path`` (str) and ``label`` (int, -1 = unknown);
+            other columns are group columns.
+        skipped : sequence of mapping
+            Samples of this shard that were not stored: ``sample_id``, ``path``, ``reason``.
+        """
+        n = len(index)
+        missing = [c for c in ("sample_id", "path", "label") if c not in index.columns]
+        if missing:
+            raise InputError(f"shard {k}: index lacks column(s) {', '.join(missing)}")
+        if set(arrays) != set(self.arrays):
+            raise InputError(
+                f"shard {k}: arrays {sorted(arrays)} do not match the schema {sorted(self.arrays)}"
+            )
+        files: dict[str, dict[str, Any]] = {}
+        name = _shard_name(k)
+        for key, tail in self.arrays.items():
+            arr = np.asarray(arrays[key], dtype=np.float32)
+            if arr.shape != (n, *tail):
+                raise InputError(
+                    f"shard {k}: array {key!r} has shape {arr.shape}, expected {(n, *tail)}"
+                )
+            fname = f"{name}.{key}.npy"
+            sha, size = _write_npy(self.shard_dir / fname, arr, fsync=self.fsync)
+            files[key] = {"file": fname, "sha256": sha, "size": size}
+        frame = index.reset_index(drop=True).copy()
+        frame["sample_id"] = frame["sample_id"].astype(np.int64)
+        frame["label"] = frame["label"].astype(np.int64)
+        frame["path"] = frame["path"].astype(str)
+        fname = f"{name}.index.parquet"
+        sha, size = _write_parquet(self.shard_dir / fname, frame, fsync=self.fsync)
+        files["index"] = {"file": fname, "sha256": sha, "size": size}
+        rec = _ShardRecord(k, n, files, [_jsonable(dict(s)) for s in skipped])
+        _write_json(self.shard_dir / f"{name}.json", rec.to_json(), fsync=self.fsync)
+        self._records[k] = rec
+
+    def finalize(
+        self,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        head: tuple[np.ndarray, np.ndarray] | None = None,
+        n_shards: int | None = None,
+    ) -> FeatureStore:
+        """Write ``index.parquet``, ``head.npz``, ``skipped.csv`` and, last, ``meta.json``.
+
+        Parameters
+        ----------
+        meta : mapping, optional
+            Descriptive fields (model, layer, preprocessing, classes, dataset, ...), stored as is.
+        head : (W, b), optional
+            Linear head, W (C, D) and b (C,).
+        n_shards : int, optional
+            The number of shards expected; finalising with any of ``0 .. n_shards - 1`` missing
+            is refused. Default: the written shards must be ``0 .. max``.
+        """
+        expected = range(n_shards if n_shards is not None else max(self._records, default=-1) + 1)
+        missing = [k for k in expected if k not in self._records]
+        if missing:
+            raise InputError(f"{self.path}: shard(s) {missing[:10]} not written yet")
+        recs = [self._records[k] for k in expected]
+        frames = []
+        for rec in recs:
+            part = pd.read_parquet(self.shard_dir / rec.files["index"]["file"])
+            part["shard"] = np.int32(rec.shard)
+            part["row"] = np.arange(len(part), dtype=np.int32)
+            frames.append(part)
+        index = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame({c: [] for c in RESERVED_COLUMNS})
+        )
+        groups = [c for c in index.columns if c not in RESERVED_COLUMNS]
+        index = index[[*RESERVED_COLUMNS, *groups]]
+        _write_parquet(self.path / "index.parquet", index, fsync=self.fsync)
+        skipped = [s for rec in recs for s in rec.skipped]
+        skipped_frame = pd.DataFrame(skipped, columns=["sample_id", "path", "reason"])
+        data = skipped_frame.to_csv(index=False).encode()
+        atomic_write(self.path / "skipped.csv", lambda f: f.write(data), fsync=self.fsync)
+        head_info = None
+        if head is not None:
+            w = np.ascontiguousarray(head[0], dtype=np.float32)
+            b = np.ascontiguousarray(head[1], dtype=np.float32)
+            if w.ndim != 2 or b.shape != (w.shape[0],):
+                raise InputError(f"head: W must be (C, D) and b (C,), got {w.shape} and {b.shape}")
+            buf = io.BytesIO()
+            np.savez(buf, W=w, b=b)
+            data = buf.getvalue()
+            sha, _ = atomic_write(self.path / "head.npz", lambda f: f.write(data), fsync=self.fsync)
+            head_info = {"file": "head.npz", "sha256": sha, "shape": list(w.shape)}
+        full = {
+            **_jsonable(dict(meta or {})),
+            "format": FORMAT_VERSION,
+            "semshift_version": __version__,
+            "arrays": {k: {"shape": list(v), "dtype": "float32"} for k, v in self.arrays.items()},
+            "groups": groups,
+            "n_rows": len(index),
+            "n_skipped": len(skipped),
+            "head": head_info,
+            "shards": [{"shard": r.shard, "rows": r.rows, "files": r.files} for r in recs],
+        }
+        _write_json(self.path / "meta.json", full, fsync=self.fsync)
+        return open_store(self.path)
+
+
+def _jsonable(obj: Any) -> Any:
+    """Convert NumPy scalars/arrays and paths inside ``obj`` into plain JSON values."""
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_store(
+    path: str | Path,
+    *,
+    index: pd.DataFrame,
+    arrays: Mapping[str, np.ndarray],
+    head: tuple[np.ndarray, np.ndarray] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    shard_size: int = 65_536,
+    fsync: bool = True,
+) -> FeatureStore:
+    """Write arrays that are already in memory (or memory-mapped) as a store.
+
+    Parameters
+    ----------
+    path : str or Path
+        New store directory.
+    index : DataFrame (n rows)
+        ``path`` and optionally ``sample_id`` (default ``0 .. n-1``), ``label`` (default -1) and
+        group columns.
+    arrays : mapping of str to array (n, ...)
+        e.g. ``{"logits": (n, C), "features": (n, D)}``; stored as float32.
+    head : (W, b), optional
+        W (C, D), b (C,).
+    meta : mapping, optional
+        Descriptive fields for ``meta.json``.
+    shard_size : int
+        Rows per shard.
+    """
+    if shard_size < 1:
+        raise InputError(f"shard_size must be >= 1, got {shard_size}")
+    n = len(index)
+    for key, arr in arrays.items():
+        if np.shape(arr)[0] != n:
+            raise InputError(f"array {key!r} has {np.shape(arr)[0]} rows but the index has {n}")
+    frame = index.reset_index(drop=True).copy()
+    if "sample_id" not in frame:
+        frame["sample_id"] = np.arange(n, dtype=np.int64)
+    if "label" not in frame:
+        frame["label"] = -1
+    if "path" not in frame:
+        raise InputError("the index needs a 'path' column")
+    writer = StoreWriter(
+        path,
+        arrays={k: tuple(np.shape(v)[1:]) for k, v in arrays.items()},
+        run={"source": "write_store"},
+        fsync=fsync,
+    )
+    n_shards = max(1, -(-n // shard_size))
+    for k in range(n_shards):
+        sl = slice(k * shard_size, min(n, (k + 1) * shard_size))
+        writer.write_shard(k, {key: arr[sl] for key, arr in arrays.items()}, frame.iloc[sl])
+    return writer.finalize(meta, head=head, n_shards=n_shards)
+
+
+# --------------------------------------------------------------------------- reader
+@dataclass(frozen=True)
+class _Shard:
+    root: Path  # the shards/ folder
+    number: int
+    rows: int
+    files: Mapping[str, Mapping[str, Any]]
+
+
+def _schema(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What two stores must share to be concatenated."""
+    classes = meta.get("classes") or {}
+    head = meta.get("head") or {}
+    return {
+        "arrays": meta.get("arrays"),
+        "model": meta.get("model"),
+        "layer": meta.get("layer"),
+        "weights": meta.get("weights"),
+        "preprocessing": meta.get("preprocessing"),
+        "classes": classes.get("ids") if isinstance(classes, Mapping) else classes,
+        "head": head.get("sha256"),
+    }
+
+
+class FeatureStore:
+    """An opened store (see the module docstring); use :func:`open_store` to get one.
+
+    Attributes
+    ----------
+    path : Path or None
+        Directory (``None`` for a concatenation of several stores).
+    meta : dict
+        The contents of ``meta.json``.
+    index : DataFrame
+        One row per sample: ``sample_id``, ``path``, ``label``, ``shard``, ``row`` and the group
+        columns.
+    skipped : DataFrame
+        The manifest of skipped images: ``sample_id``, ``path``, ``reason``.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        meta: dict[str, Any],
+        index: pd.DataFrame,
+        shards: list[_Shard],
+        skipped: pd.DataFrame,
+        head_file: Path | None,
+    ) -> None:
+        self.path = path
+        self.meta = meta
+        self.index = index
+        self.skipped = skipped
+        self._shards = shards
+        self._head_file = head_file
+        self._head: tuple[F32, F32] | None = None
+        self._mmaps: dict[tuple[int, str], np.ndarray] = {}
+        self._offsets = np.concatenate([[0], np.cumsum([s.rows for s in shards])]).astype(np.int64)
+
+    # ---------------------------------------------------------------- description
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        where = self.path if self.path is not None else "<concatenation>"
+        shapes = ", ".join(f"{k} {tuple(v['shape'])}" for k, v in self.array_specs.items())
+        return f"FeatureStore({where}: {len(self)} rows; {shapes}; groups {self.groups})"
+
+    @property
+    def n_shards(self) -> int:
+        return len(self._shards)
+
+    @property
+    def array_specs(self) -> dict[str, dict[str, Any]]:
+        """Array name -> ``{"shape": per-row shape, "dtype": "float32"}``."""
+        return dict(self.meta["arrays"])
+
+    @property
+    def array_names(self) -> list[str]:
+        return list(self.meta["arrays"])
+
+    @property
+    def groups(self) -> list[str]:
+        """The free group columns of the index."""
+        return [c for c in self.index.columns if c not in RESERVED_COLUMNS]
+
+    @property
+    def labels(self) -> NDArray[np.int64]:
+        """Labels of all rows, (n,) int64 (-1 = unknown)."""
+        return self.index["label"].to_numpy(np.int64)
+
+    @property
+    def head(self) -> tuple[F32, F32]:
+        """The linear head ``(W, b)``: W (C, D), b (C,), float32.
+
+        Raises
+        ------
+        InputError
+            The store has no head (e.g. written without one).
+        """
+        if self._head is None:
+            if self._head_file is None:
+                raise InputError(f"{self._where()} has no head (head.npz)")
+            with np.load(self._head_file, allow_pickle=False) as z:
+                self._head = (z["W"].astype(np.float32), z["b"].astype(np.float32))
+        return self._head
+
+    @property
+    def has_head(self) -> bool:
+        return self._head_file is not None
+
+    def _where(self) -> str:
+        return f"store {self.path}" if self.path is not None else "the concatenated store"
+
+    # ---------------------------------------------------------------- arrays
+    def _array(self, shard: int, name: str) -> np.ndarray:
+        """Shard ``shard``'s array ``name``, memory-mapped read-only on first use."""
+        key = (shard, name)
+        arr = self._mmaps.get(key)
+        if arr is not None:
+            return arr
+        sh = self._shards[shard]
+        tail = tuple(self.meta["arrays"][name]["shape"])
+        if sh.rows == 0:
+            arr = np.zeros((0, *tail), np.float32)
+        else:
+            f = sh.root / sh.files[name]["file"]
+            try:
+                arr = np.load(f, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as err:
+                raise InputError(f"{f}: cannot read shard array ({err})") from None
+            if arr.shape != (sh.rows, *tail) or arr.dtype != np.float32:
+                raise InputError(
+                    f"{f}: shard array has shape {arr.shape} and dtype {arr.dtype}, meta.json "
+                    f"says {(sh.rows, *tail)} float32; the store is damaged"
+                )
+        self._mmaps[key] = arr
+        return arr
+
+    def _check_names(self, names: Sequence[str]) -> None:
+        for name in names:
+            if name not in self.meta["arrays"]:
+                close = difflib.get_close_matches(name, self.array_names, n=3)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise InputError(
+                    f"{self._where()} has no array {name!r}{hint}; it has "
+                    f"{', '.join(self.array_names)}"
+                )
+
+    def gather(self, positions: NDArray[np.integer[Any]], name: str) -> np.ndarray:
+        """Rows ``positions`` (increasing positions in :attr:`index`) of array ``name``.
+
+        A run of consecutive rows inside one shard is returned as a read-only memory-mapped view
+        (no copy); anything else is gathered into a new array of just those rows.
+
+        Returns
+        -------
+        array (len(positions), ...) float32
+        """
+        self._check_names([name])
+        pos = np.asarray(positions, dtype=np.int64)
+        tail = tuple(self.meta["arrays"][name]["shape"])
+        if pos.size == 0:
+            return np.zeros((0, *tail), np.float32)
+        shard_of = np.searchsorted(self._offsets, pos, side="right") - 1
+        first, last = int(shard_of[0]), int(shard_of[-1])
+        contiguous = pos[-1] - pos[0] + 1 == pos.size
+        if first == last and contiguous:
+            lo = int(pos[0] - self._offsets[first])
+            return self._array(first, name)[lo : lo + pos.size]
+        out = np.empty((pos.size, *tail), np.float32)
+        bounds = np.searchsorted(shard_of, np.arange(first, last + 2))
+        for j, s in enumerate(range(first, last + 1)):
+            a, b = int(bounds[j]), int(bounds[j + 1])
+            if a == b:
+                continue
+            local = pos[a:b] - self._offsets[s]
+            src = self._array(s, name)
+            if local[-1] - local[0] + 1 == b - a:
+                out[a:b] = src[int(local[0]) : int(local[-1]) + 1]
+            else:
+                out[a:b] = src[local]
+        return out
+
+    # ---------------------------------------------------------------- selection
+    def all(self) -> Selection:
+        """Every row, as a :class:`Selection`."""
+        return Selection(self, np.arange(len(self), dtype=np.int64))
+
+    def select(self, mask: Any = None, /, **groups: Any) -> Selection:
+        """Rows whose group columns have the given values (all conditions must hold).
+
+        Parameters
+        ----------
+        mask : boolean array (n,), optional
+            An extra row mask over :attr:`index`.
+        **groups
+            Column name -> a value or a list/tuple/set of accepted values, e.g.
+            ``select(split="ood", sem_level=[1, 2])``. ``label`` and ``path`` work too.
+
+        Raises
+        ------
+        InputError
+            A column does not exist.
+        """
+        keep = np.ones(len(self), dtype=bool)
+        if mask is not None:
+            m = np.asarray(mask)
+            if m.dtype != bool or m.shape != (len(self),):
+                raise InputError(
+                    f"select(): the mask must be a boolean array of shape ({len(self)},), "
+                    f"got {m.dtype} {m.shape}"
+                )
+            keep &= m
+        for col, value in groups.items():
+            if col not in self.index.columns:
+                close = difflib.get_close_matches(col, list(self.index.columns), n=3)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise InputError(
+                    f"select(): {self._where()} has no column {col!r}{hint}; group columns: "
+                    f"{', '.join(self.groups) or 'none'}"
+                )
+            values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
+            keep &= self.index[col].isin(values).to_numpy()
+        return Selection(self, np.flatnonzero(keep))
+
+    def arrays(self, *names: str) -> tuple[np.ndarray, ...]:
+        """``self.all().arrays(*names)``."""
+        return self.all().arrays(*names)
+
+    def blocks(self, *names: str, rows: int = DEFAULT_BLOCK_ROWS) -> Iterator[dict[str, Any]]:
+        """``self.all().blocks(*names, rows=rows)``."""
+        return self.all().blocks(*names, rows=rows)
+
+    def verify(self) -> None:
+        """Recompute every shard file's SHA-256 and compare with ``meta.json``.
+
+        Raises
+        ------
+        InputError
+            A file is missing or its checksum differs (naming the file).
+        """
+        for sh in self._shards:
+            for info in sh.files.values():
+                f = sh.root / info["file"]
+                if not f.is_file():
+                    raise InputError(f"{f}: shard file missing")
+                if sha256_file(f) != info["sha256"]:
+                    raise InputError(f"{f}: checksum differs from meta.json; the store is damaged")
+
+    def checksums(self) -> dict[str, str]:
+        """Shard file name -> SHA-256 recorded in ``meta.json``."""
+        return {info["file"]: info["sha256"] for sh in self._shards for info in sh.files.values()}
+
+
+class Selection:
+    """A subset of a store's rows (in store order); arrays are read only when asked for.
+
+    Attributes
+    ----------
+    store : FeatureStore
+    positions : array (n,) int64
+        Increasing row positions in ``store.index``.
+    """
+
+    def __init__(self, store: FeatureStore, positions: NDArray[np.int64]) -> None:
+        self.store = store
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return int(self.positions.size)
+
+    def __repr__(self) -> str:
+        return f"Selection({len(self)} of {len(self.store)} rows)"
+
+    @property
+    def index(self) -> pd.DataFrame:
+        """The index rows of the selection."""
+        return self.store.index.iloc[self.positions]
+
+    @property
+    def labels(self) -> NDArray[np.int64]:
+        """(n,) int64 labels (-1 = unknown)."""
+        return self.store.index["label"].to_numpy(np.int64)[self.positions]
+
+    def select(self, mask: Any = None, /, **groups: Any) -> Selection:
+        """Narrow the selection further (same arguments as :meth:`FeatureStore.select`)."""
+        if mask is not None:
+            m = np.asarray(mask)
+            if m.dtype != bool or m.shape != (len(self),):
+                raise InputError(
+                    f"select(): the mask must be a boolean array of shape ({len(self)},), "
+                    f"got {m.dtype} {m.shape}"
+                )
+            full = np.zeros(len(self.store), bool)
+            full[self.positions[m]] = True
+        else:
+            full = None
+        inner = self.store.select(full, **groups)
+        return Selection(self.store, np.intersect1d(self.positions, inner.positions))
+
+    def arrays(self, *names: str) -> tuple[np.ndarray, ...]:
+        """Plain arrays of the selected rows, one per name, in the order given.
+
+        Parameters
+        ----------
+        *names : str
+            Array names, e.g. ``"logits"`` (n, C) and ``"features"`` (n, D).
+
+        Returns
+        -------
+        tuple of array (n, ...) float32
+            NumPy arrays any detector or metric accepts. A selection that is one contiguous run of
+            rows within a shard comes back as a read-only memory map (no copy); otherwise only the
+            selected rows are read into memory.
+        """
+        if not names:
+            raise InputError("arrays(): name at least one array, e.g. arrays('logits')")
+        return tuple(self.store.gather(self.positions, name) for name in names)
+
+    def inputs(self, *names: str) -> dict[str, Any]:
+        """Keyword arguments for ``Detector.fit`` / ``Detector.score``.
+
+        Parameters
+        ----------
+        *names : str
+            Any of ``"logits"``, ``"features"``, ``"head"`` (the pair (W, b)) and ``"labels"``;
+            default: logits, features, plus head when the store has one.
+
+        Examples
+        --------
+        ``detector.fit(**sel.inputs("features", "head", "labels"))``
+        """
+        names = names or (
+            "logits",
+            "features",
+            *(("head",) if self.store.has_head else ()),
+        )
+        out: dict[str, Any] = {}
+        for name in names:
+            if name == "head":
+                out["head"] = self.store.head
+            elif name == "labels":
+                out["labels"] = self.labels
+            else:
+                out[name] = self.store.gather(self.positions, name)
+        return out
+
+    def blocks(self, *names: str, rows: int = DEFAULT_BLOCK_ROWS) -> Iterator[dict[str, Any]]:
+        """Iterate over the selection in blocks of at most ``rows`` rows.
+
+        Yields
+        ------
+        dict
+            ``"positions"`` (m,) row positions in the store index, ``"labels"`` (m,) and one
+            array (m, ...) per requested name. Only one block is in memory at a time.
+        """
+        if rows < 1:
+            raise InputError(f"blocks(): rows must be >= 1, got {rows}")
+        names = names or tuple(self.store.array_names)
+        self.store._check_names(names)
+        labels = self.labels
+        for start in range(0, len(self), rows):
+            pos = self.positions[start : start + rows]
+            block: dict[str, Any] = {"positions": pos, "labels": labels[start : start + rows]}
+            for name in names:
+                block[name] = self.store.gather(pos, name)
+            yield block
+
+
+# --------------------------------------------------------------------------- open / concat
+def open_store(path: str | Path) -> FeatureStore:
+    """Open a finished store lazily (reads ``meta.json`` and the index; arrays on demand).
+
+    Raises
+    ------
+    InputError
+        ``path`` is not a store, is unfinished, or its files disagree with ``meta.json``.
+    """
+    root = Path(path)
+    meta_file = root / "meta.json"
+    if not meta_file.is_file():
+        if (root / "run.json").is_file():
+            raise InputError(
+                f"{root} is an unfinished extraction (no meta.json); run the extraction again "
+                "to finish it"
+            )
+        raise InputError(f"{root} is not a feature store (no meta.json)")
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"{meta_file}: unreadable ({err})") from None
+    if meta.get("format") != FORMAT_VERSION:
+        raise InputError(
+            f"{meta_file}: store format {meta.get('format')!r}, this semshift reads format "
+            f"{FORMAT_VERSION}"
+        )
+    try:
+        index = pd.read_parquet(root / "index.parquet")
+    except (OSError, ValueError) as err:
+        raise InputError(f"{root / 'index.parquet'}: unreadable ({err})") from None
+    shards = [
+        _Shard(root / "shards", int(s["shard"]), int(s["rows"]), s["files"]) for s in meta["shards"]
+    ]
+    if sum(s.rows for s in shards) != len(index):
+        raise InputError(
+            f"{root}: index.parquet has {len(index)} rows but the shards hold "
+            f"{sum(s.rows for s in shards)}; the store is damaged"
+        )
+    skipped_file = root / "skipped.csv"
+    skipped = (
+        pd.read_csv(skipped_file, dtype={"sample_id": np.int64, "path": str, "reason": str})
+        if skipped_file.is_file() and skipped_file.stat().st_size > 0
+        else pd.DataFrame(columns=["sample_id", "path", "reason"])
+    )
+    head_file = root / "head.npz" if meta.get("head") else None
+    return FeatureStore(root, meta, index, shards, skipped, head_file)
+
+
+def concat_stores(stores: Iterable[FeatureStore | str | Path]) -> FeatureStore:
+    """Concatenate stores of the same schema into one (a view: nothing is copied).
+
+    The schema is: array names and shapes, model, layer, weights, preprocessing, class list and
+    head. Group columns may differ: a column missing from one store is empty (NA) for its rows.
+    A ``source`` column (the store directory) is added unless present.
+
+    Raises
+    ------
+    InputError
+        Fewer than one store, or schemas differ (the message names each differing field).
+    """
+    opened = [s if isinstance(s, FeatureStore) else open_store(s) for s in stores]
+    if not opened:
+        raise InputError("concat_stores() needs at least one store")
+    ref = _schema(opened[0].meta)
+    for k, st in enumerate(opened[1:], 1):
+        other = _schema(st.meta)
+        diff = [key for key in ref if ref[key] != other[key]]
+        if diff:
+            parts = "; ".join(f"{key}: {_short(ref[key])} vs {_short(other[key])}" for key in diff)
+            raise InputError(
+                f"cannot concatenate {opened[0]._where()} and {st._where()} (store {k}): "
+                f"different schema ({parts})"
+            )
+    frames: list[pd.DataFrame] = []
+    shards: list[_Shard] = []
+    skipped: list[pd.DataFrame] = []
+    for st in opened:
+        frame = st.index.copy()
+        frame["shard"] = (frame["shard"].astype(np.int64) + len(shards)).astype(np.int32)
+        if "source" not in frame.columns:
+            frame["source"] = str(st.path) if st.path is not None else "<concatenation>"
+        frames.append(frame)
+        shards.extend(st._shards)
+        skipped.append(st.skipped)
+    index = pd.concat(frames, ignore_index=True)
+    groups = [c for c in index.columns if c not in RESERVED_COLUMNS]
+    index = index[[*RESERVED_COLUMNS, *groups]]
+    meta = dict(opened[0].meta)
+    meta.update(
+        n_rows=len(index),
+        groups=groups,
+        sources=[str(s.path) for s in opened],
+        shards=[{"shard": i, "rows": s.rows, "files": dict(s.files)} for i, s in enumerate(shards)],
+    )
+    return FeatureStore(
+        None,
+        meta,
+        index,
+        shards,
+        pd.concat(skipped, ignore_index=True),
+        opened[0]._head_file,
+    )
+
+
+def _short(value: Any, n: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."

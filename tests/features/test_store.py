@@ -1,0 +1,267 @@
+"""Feature store: round trip, lazy memory maps, selection, blocks, concatenation, atomicity."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from semshift.errors import InputError
+from semshift.features import StoreWriter, concat_stores, open_store, write_store
+from semshift.features import store as store_mod
+
+
+def _data(n=23, c=5, d=7, seed=0):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, c)).astype(np.float32)
+    feats = rng.normal(size=(n, d)).astype(np.float32)
+    index = pd.DataFrame(
+        {
+            "path": [f"img/{i:03d}.png" for i in range(n)],
+            "label": rng.integers(-1, c, n),
+            "split": np.where(np.arange(n) % 3 == 0, "id_test", "id_val"),
+            "severity": np.arange(n) % 5 + 1,
+        }
+    )
+    head = (rng.normal(size=(c, d)).astype(np.float32), rng.normal(size=c).astype(np.float32))
+    return index, logits, feats, head
+
+
+@pytest.fixture
+def stored(tmp_path):
+    index, logits, feats, head = _data()
+    st = write_store(
+        tmp_path / "s",
+        index=index,
+        arrays={"logits": logits, "features": feats},
+        head=head,
+        meta={"model": "toy", "classes": {"ids": list("abcde")}},
+        shard_size=5,
+        fsync=False,
+    )
+    return st, index, logits, feats, head
+
+
+def test_round_trip(stored):
+    st, index, logits, feats, head = stored
+    st = open_store(st.path)
+    assert len(st) == 23 and st.n_shards == 5
+    got_l, got_f = st.arrays("logits", "features")
+    np.testing.assert_array_equal(got_l, logits)
+    np.testing.assert_array_equal(got_f, feats)
+    np.testing.assert_array_equal(st.labels, index["label"].to_numpy())
+    np.testing.assert_array_equal(st.head[0], head[0])
+    np.testing.assert_array_equal(st.head[1], head[1])
+    assert st.groups == ["split", "severity"]
+    assert list(st.index["sample_id"]) == list(range(23))
+    assert list(st.index["shard"]) == [i // 5 for i in range(23)]
+    assert list(st.index["row"]) == [i % 5 for i in range(23)]
+    assert st.meta["model"] == "toy" and st.meta["n_rows"] == 23
+    assert st.meta["arrays"] == {
+        "logits": {"shape": [5], "dtype": "float32"},
+        "features": {"shape": [7], "dtype": "float32"},
+    }
+    # per-shard checksums are the SHA-256 of the files on disk
+    for name, sha in st.checksums().items():
+        assert store_mod.sha256_file(st.path / "shards" / name) == sha
+    st.verify()
+
+
+def test_lazy_memmap_and_gather(stored):
+    st, _, logits, feats, _ = stored
+    assert st._mmaps == {}  # nothing read on open
+    sel = st.select(np.arange(23) < 4)  # rows 0..3: one run inside shard 0
+    (view,) = sel.arrays("features")
+    assert isinstance(view, np.memmap) and not view.flags.writeable
+    np.testing.assert_array_equal(view, feats[:4])
+    assert set(st._mmaps) == {(0, "features")}  # only that shard was mapped
+    pos = np.array([1, 4, 5, 6, 12, 22])
+    np.testing.assert_array_equal(st.gather(pos, "logits"), logits[pos])
+    assert st.gather(np.array([], np.int64), "logits").shape == (0, 5)
+
+
+def test_select_groups(stored):
+    st, index, logits, _, _ = stored
+    sel = st.select(split="id_test", severity=[1, 2])
+    want = index.index[(index["split"] == "id_test") & index["severity"].isin([1, 2])]
+    np.testing.assert_array_equal(sel.positions, want.to_numpy())
+    np.testing.assert_array_equal(sel.arrays("logits")[0], logits[want])
+    np.testing.assert_array_equal(sel.labels, index["label"].to_numpy()[want])
+    sub = st.select(split="id_val").select(severity=3)
+    want2 = index.index[(index["split"] == "id_val") & (index["severity"] == 3)]
+    np.testing.assert_array_equal(sub.positions, want2.to_numpy())
+    assert len(st.select(split="nope")) == 0
+    with pytest.raises(InputError, match=r"no column 'splt'.*did you mean split"):
+        st.select(splt="id_test")
+    with pytest.raises(InputError, match="no array 'logit'.*did you mean logits"):
+        st.all().arrays("logit")
+
+
+def test_inputs_for_detectors(stored):
+    st, index, logits, feats, head = stored
+    kw = st.select(split="id_val").inputs("logits", "features", "head", "labels")
+    rows = (index["split"] == "id_val").to_numpy()
+    np.testing.assert_array_equal(kw["logits"], logits[rows])
+    np.testing.assert_array_equal(kw["features"], feats[rows])
+    np.testing.assert_array_equal(kw["head"][0], head[0])
+    np.testing.assert_array_equal(kw["labels"], index["label"].to_numpy()[rows])
+    assert set(st.all().inputs()) == {"logits", "features", "head"}
+
+
+def test_blocks_cover_selection_in_order(stored):
+    st, _, logits, feats, _ = stored
+    sel = st.select(severity=[1, 3, 4])
+    blocks = list(sel.blocks("features", "logits", rows=3))
+    assert [len(b["positions"]) for b in blocks][:-1] == [3] * (len(blocks) - 1)
+    np.testing.assert_array_equal(np.concatenate([b["positions"] for b in blocks]), sel.positions)
+    np.testing.assert_array_equal(
+        np.concatenate([b["features"] for b in blocks]), feats[sel.positions]
+    )
+    np.testing.assert_array_equal(
+        np.concatenate([b["logits"] for b in blocks]), logits[sel.positions]
+    )
+
+
+def test_concat_same_schema(tmp_path, stored):
+    st, _, logits, feats, head = stored
+    index, l2, f2, _ = _data(n=8, seed=1)
+    index = index.drop(columns=["severity"]).assign(corruption="blur")
+    st2 = write_store(
+        tmp_path / "s2",
+        index=index,
+        arrays={"logits": l2, "features": f2},
+        head=head,
+        meta={"model": "toy", "classes": {"ids": list("abcde")}},
+        shard_size=3,
+        fsync=False,
+    )
+    both = concat_stores([st, tmp_path / "s2"])
+    assert len(both) == 31 and both.n_shards == 8
+    np.testing.assert_array_equal(both.arrays("logits")[0], np.concatenate([logits, l2]))
+    np.testing.assert_array_equal(
+        both.select(source=str(tmp_path / "s2")).arrays("features")[0], f2
+    )
+    # group columns are united; missing ones are NA for the other store's rows
+    assert set(both.groups) == {"split", "severity", "corruption", "source"}
+    assert both.index["corruption"].isna().sum() == 23
+    np.testing.assert_array_equal(both.select(corruption="blur").arrays("features")[0], f2)
+    np.testing.assert_array_equal(both.head[0], head[0])
+
+
+def test_concat_different_schema_names_the_field(tmp_path, stored):
+    st = stored[0]
+    index, l2, _, _ = _data(n=4, c=6)
+    other = write_store(
+        tmp_path / "o", index=index, arrays={"logits": l2}, meta={"model": "toy"}, fsync=False
+    )
+    with pytest.raises(InputError, match=r"different schema \(arrays: .*head: "):
+        concat_stores([st, other])
+    with pytest.raises(InputError, match="at least one store"):
+        concat_stores([])
+
+
+def test_open_refuses_unfinished_and_foreign(tmp_path):
+    with pytest.raises(InputError, match="not a feature store"):
+        open_store(tmp_path)
+    w = StoreWriter(tmp_path / "u", arrays={"logits": (3,)}, run={"model": "m"}, fsync=False)
+    w.write_shard(
+        0,
+        {"logits": np.zeros((2, 3))},
+        pd.DataFrame({"sample_id": [0, 1], "path": ["a", "b"], "label": [0, 1]}),
+    )
+    with pytest.raises(InputError, match="unfinished extraction"):
+        open_store(tmp_path / "u")
+    with pytest.raises(InputError, match=r"different settings \(model: 'm' vs now 'n'"):
+        StoreWriter(tmp_path / "u", arrays={"logits": (3,)}, run={"model": "n"})
+    # the same settings resume: the shard written before is known and trusted
+    assert StoreWriter(tmp_path / "u", arrays={"logits": (3,)}, run={"model": "m"}).done == {0}
+
+
+def _shard_index(rows):
+    return pd.DataFrame(
+        {"sample_id": rows, "path": [f"p{r}" for r in rows], "label": [0] * len(rows)}
+    )
+
+
+def test_full_disk_mid_shard_leaves_nothing_trusted(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    w = StoreWriter(path, arrays={"logits": (4,)}, fsync=False)
+    w.write_shard(0, {"logits": np.ones((3, 4))}, _shard_index([0, 1, 2]))
+
+    real_write = store_mod._HashingWriter.write
+    calls = {"n": 0}
+
+    def failing(self, data):
+        calls["n"] += 1
+        if calls["n"] > 1:  # the header goes through, the data hits a full disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(store_mod._HashingWriter, "write", failing)
+    with pytest.raises(OSError, match="No space"):
+        w.write_shard(1, {"logits": np.ones((3, 4))}, _shard_index([3, 4, 5]))
+    monkeypatch.setattr(store_mod._HashingWriter, "write", real_write)
+    names = sorted(p.name for p in (path / "shards").iterdir())
+    assert names == ["00000.index.parquet", "00000.json", "00000.logits.npy"]
+    again = StoreWriter(path, arrays={"logits": (4,)}, fsync=False)
+    assert again.done == {0}
+
+
+def test_partial_or_damaged_shard_is_not_trusted(tmp_path):
+    path = tmp_path / "s"
+    w = StoreWriter(path, arrays={"logits": (4,)}, fsync=False)
+    for k in range(3):
+        w.write_shard(k, {"logits": np.full((2, 4), k)}, _shard_index([2 * k, 2 * k + 1]))
+    # a kill between renames: arrays of shard 2 exist but its record does not
+    (path / "shards" / "00002.json").unlink()
+    # a leftover temporary file from a killed write
+    (path / "shards" / ".00003.logits.npy.tmp-999").write_bytes(b"\x93NUMPY partial")
+    # same size, different bytes in shard 1 (bit rot, or a file swapped by hand)
+    f = path / "shards" / "00001.logits.npy"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF
+    f.write_bytes(bytes(data))
+    again = StoreWriter(path, arrays={"logits": (4,)}, fsync=False)
+    assert again.done == {0}
+    assert not list((path / "shards").glob(".*tmp*"))
+    with pytest.raises(InputError, match=r"shard\(s\) \[1, 2\] not written"):
+        again.finalize(n_shards=3)
+
+
+def test_verify_and_no_pickle(stored):
+    st = stored[0]
+    f = st.path / "shards" / "00002.features.npy"
+    data = bytearray(f.read_bytes())
+    data[-3] ^= 0x01
+    f.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"00002\.features\.npy: checksum differs"):
+        open_store(st.path).verify()
+    # an object array (needs unpickling) in place of a shard is refused, never loaded
+    np.save(f, np.array([{"x": 1}] * 5, dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="cannot read shard array"):
+        open_store(st.path).arrays("features")
+    # a shard with the wrong shape is reported, naming the file
+    np.save(f, np.zeros((4, 7), np.float32))
+    with pytest.raises(InputError, match=r"00002\.features\.npy: shard array has shape \(4, 7\)"):
+        open_store(st.path).arrays("features")
+
+
+def test_writer_input_errors(tmp_path):
+    with pytest.raises(InputError, match="at least one array"):
+        StoreWriter(tmp_path / "a", arrays={})
+    w = StoreWriter(tmp_path / "b", arrays={"logits": (3,)}, fsync=False)
+    with pytest.raises(InputError, match=r"array 'logits' has shape \(2, 4\), expected \(2, 3\)"):
+        w.write_shard(0, {"logits": np.zeros((2, 4))}, _shard_index([0, 1]))
+    with pytest.raises(InputError, match="do not match the schema"):
+        w.write_shard(0, {"features": np.zeros((2, 3))}, _shard_index([0, 1]))
+    with pytest.raises(InputError, match="lacks column"):
+        w.write_shard(0, {"logits": np.zeros((2, 3))}, pd.DataFrame({"path": ["a", "b"]}))
+    st = w.finalize()  # an empty store is valid
+    assert len(st) == 0 and st.arrays("logits")[0].shape == (0, 3)
+    with pytest.raises(InputError, match="already holds a finished store"):
+        StoreWriter(tmp_path / "b", arrays={"logits": (3,)})
+    meta = json.loads((tmp_path / "b" / "meta.json").read_text())
+    assert meta["n_rows"] == 0 and meta["format"] == store_mod.FORMAT_VERSION
