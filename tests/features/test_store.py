@@ -96,7 +96,7 @@ def test_select_groups(stored):
     assert len(st.select(split="nope")) == 0
     with pytest.raises(InputError, match=r"no column 'splt'.*did you mean split"):
         st.select(splt="id_test")
-    with pytest.raises(InputError, match="no array 'logit'.*did you mean logits"):
+    with pytest.raises(InputError, match=r"no array 'logit'.*did you mean logits"):
         st.all().arrays("logit")
 
 
@@ -126,10 +126,10 @@ def test_blocks_cover_selection_in_order(stored):
 
 
 def test_concat_same_schema(tmp_path, stored):
-    st, _, logits, feats, head = stored
+    st, _, logits, _, head = stored
     index, l2, f2, _ = _data(n=8, seed=1)
     index = index.drop(columns=["severity"]).assign(corruption="blur")
-    st2 = write_store(
+    write_store(
         tmp_path / "s2",
         index=index,
         arrays={"logits": l2, "features": f2},

@@ -1,0 +1,758 @@
+"""Model adapters: one interface over torchvision, timm, open_clip and any ``nn.Module``.
+
+An adapter splits a classifier into a backbone (image -> penultimate feature h, (n, D)) and a
+linear head (h -> logits z = h W^T + b, (n, C)), exposes the head weights ``W`` (C, D) and ``b``
+(C,), and, for convolutional networks, the last feature map (n, C', H, W) with the function that
+finishes the forward pass from it (what RankFeat needs).
+
+Names live in one registry (:data:`MODELS`, :func:`list_models`): the torchvision families resnet,
+resnext, wide_resnet, densenet, regnet and vit by their torchvision names (``resnet50``), any timm
+model as ``timm/<name>``, any open_clip architecture as ``open_clip/<name>``, and whatever is added
+with :func:`register_model`. Unknown names raise an error listing close matches.
+
+Weights come from a local file only (nothing is downloaded): safetensors, or a PyTorch checkpoint
+read with ``torch.load(weights_only=True)``; a checkpoint that needs unpickling arbitrary objects
+is refused. Or ``random_init=True``: Kaiming-normal weights from a seeded generator, for the
+random-model sanity check (ImageNet-OOD paper, section 4.2).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import pickle
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor, nn
+
+from semshift.errors import InputError, UnknownNameError
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "MODELS",
+    "HookAdapter",
+    "ModelAdapter",
+    "OpenClipAdapter",
+    "TimmAdapter",
+    "TorchvisionAdapter",
+    "kaiming_init",
+    "list_models",
+    "load_model",
+    "load_state_dict",
+    "load_weights",
+    "register_model",
+    "register_open_clip_config",
+]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+F32 = NDArray[np.float32]
+
+
+# --------------------------------------------------------------------------- adapter interface
+class ModelAdapter:
+    """A classifier seen as backbone + linear head.
+
+    Attributes
+    ----------
+    name : str
+        Registry name of the model.
+    module : nn.Module
+        The wrapped network (in eval mode).
+    layer : str
+        Where the features are taken (for ``meta.json``).
+    mean, std : tuple of float
+        Input normalisation.
+    input_size : int
+        Side of the square input the model expects by default.
+    """
+
+    name: str
+    module: nn.Module
+    layer: str
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    input_size: int = 224
+    #: Whether :meth:`feature_map` / :meth:`from_feature_map` are available.
+    has_feature_map: bool = False
+    #: Where the weights came from (file or random initialisation), for ``meta.json``.
+    weights_desc: str = "as constructed"
+
+    @property
+    def _m(self) -> Any:  # the module, untyped (its submodules are dynamic attributes)
+        return self.module
+
+    def features(self, x: Tensor) -> Tensor:
+        """Penultimate features h, (n, D), of images x (n, 3, H, W)."""
+        raise NotImplementedError
+
+    def head(self, h: Tensor) -> Tensor:
+        """Logits z = h W^T + b, (n, C), of features h (n, D)."""
+        w, b = self._head_module().weight, self._head_module().bias
+        return nn.functional.linear(h, w, b)
+
+    def _head_module(self) -> nn.Linear:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """``(logits (n, C), features (n, D))`` of images x."""
+        h = self.features(x)
+        return self.head(h), h
+
+    __call__ = forward
+
+    def head_weights(self) -> tuple[F32, F32]:
+        """The head ``(W (C, D), b (C,))`` as float32 NumPy arrays."""
+        lin = self._head_module()
+        w = lin.weight.detach().float().cpu().numpy()
+        b = (
+            lin.bias.detach().float().cpu().numpy()
+            if lin.bias is not None
+            else np.zeros(w.shape[0], np.float32)
+        )
+        return np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)
+
+    @property
+    def num_classes(self) -> int:
+        return int(self._head_module().weight.shape[0])
+
+    @property
+    def feature_dim(self) -> int:
+        return int(self._head_module().weight.shape[1])
+
+    def feature_map(self, x: Tensor) -> Tensor:
+        """The last block's feature map (n, C', H', W')."""
+        raise InputError(f"model {self.name!r} has no spatial feature map (not a CNN adapter)")
+
+    def from_feature_map(self, fmap: Tensor) -> tuple[Tensor, Tensor]:
+        """Finish the forward pass from a feature map: ``(logits, features)``."""
+        raise InputError(f"model {self.name!r} has no spatial feature map (not a CNN adapter)")
+
+    def to(self, device: torch.device | str) -> ModelAdapter:
+        self.module.to(device)
+        return self
+
+    def describe(self) -> dict[str, Any]:
+        """What ``meta.json`` records about the model."""
+        return {
+            "name": self.name,
+            "class": type(self.module).__module__ + "." + type(self.module).__qualname__,
+            "layer": self.layer,
+            "num_classes": self.num_classes,
+            "feature_dim": self.feature_dim,
+            "mean": list(self.mean),
+            "std": list(self.std),
+        }
+
+
+class TorchvisionAdapter(ModelAdapter):
+    """torchvision ResNet / ResNeXt / Wide ResNet, DenseNet, RegNet and VisionTransformer.
+
+    Features are the globally average-pooled last feature map (CNNs) or the class token after the
+    encoder's final LayerNorm (ViT; after ``pre_logits`` when the model has one).
+    """
+
+    def __init__(self, name: str, module: nn.Module) -> None:
+        from torchvision.models import DenseNet, RegNet, ResNet, VisionTransformer
+
+        self.name, self.module = name, module.eval()
+        if isinstance(module, ResNet):
+            self.kind, self.layer = "resnet", "avgpool"
+        elif isinstance(module, DenseNet):
+            self.kind, self.layer = "densenet", "features.norm5+relu+avgpool"
+        elif isinstance(module, RegNet):
+            self.kind, self.layer = "regnet", "avgpool"
+        elif isinstance(module, VisionTransformer):
+            self.kind, self.layer = "vit", "encoder.ln[class token]"
+            self.input_size = int(module.image_size)
+        else:
+            raise InputError(
+                f"{name}: {type(module).__name__} is not a supported torchvision family "
+                "(resnet, resnext, wide_resnet, densenet, regnet, vit); wrap it in HookAdapter"
+            )
+        self.has_feature_map = self.kind != "vit"
+
+    def feature_map(self, x: Tensor) -> Tensor:
+        m: Any = self.module
+        if self.kind == "resnet":
+            x = m.maxpool(m.relu(m.bn1(m.conv1(x))))
+            return m.layer4(m.layer3(m.layer2(m.layer1(x))))
+        if self.kind == "densenet":
+            return nn.functional.relu(m.features(x))
+        if self.kind == "regnet":
+            return m.trunk_output(m.stem(x))
+        return super().feature_map(x)
+
+    def _pool(self, fmap: Tensor) -> Tensor:
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(fmap, 1), 1)
+
+    def from_feature_map(self, fmap: Tensor) -> tuple[Tensor, Tensor]:
+        if self.kind == "vit":
+            return super().from_feature_map(fmap)
+        h = self._pool(fmap)
+        return self.head(h), h
+
+    def features(self, x: Tensor) -> Tensor:
+        if self.kind != "vit":
+            return self._pool(self.feature_map(x))
+        m: Any = self.module
+        t = m._process_input(x)
+        cls = m.class_token.expand(t.shape[0], -1, -1)
+        t = m.encoder(torch.cat([cls, t], dim=1))[:, 0]
+        if hasattr(m.heads, "pre_logits"):
+            t = m.heads.act(m.heads.pre_logits(t))
+        return t
+
+    def _head_module(self) -> nn.Linear:
+        m: Any = self.module
+        if self.kind == "densenet":
+            return m.classifier
+        if self.kind == "vit":
+            return m.heads.head
+        return m.fc
+
+
+class TimmAdapter(ModelAdapter):
+    """Any timm classifier: ``forward_features`` then ``forward_head(pre_logits=True)``.
+
+    The head is ``get_classifier()`` (a ``nn.Linear``). CNNs, whose ``forward_features`` returns a
+    (n, C', H', W') map, also give the feature map.
+    """
+
+    def __init__(self, name: str, module: nn.Module) -> None:
+        self.name, self.module = name, module.eval()
+        m: Any = module
+        head = m.get_classifier()
+        if not isinstance(head, nn.Linear):
+            raise InputError(
+                f"{name}: timm classifier is {type(head).__name__}, not a linear layer; "
+                "semshift needs a linear head (W, b)"
+            )
+        cfg = getattr(m, "pretrained_cfg", {}) or {}
+        self.mean = tuple(cfg.get("mean", IMAGENET_MEAN))
+        self.std = tuple(cfg.get("std", IMAGENET_STD))
+        self.input_size = int(cfg.get("input_size", (3, 224, 224))[-1])
+        self.layer = "forward_head(pre_logits=True)"
+        self.has_feature_map = self._probe_map()
+
+    @torch.no_grad()
+    def _probe_map(self) -> bool:
+        """Whether ``forward_features`` returns an NCHW map (one forward of a single image)."""
+        if getattr(self._m, "output_fmt", "NCHW") != "NCHW":
+            return False
+        p = next(self.module.parameters(), None)
+        x = torch.zeros(
+            1, 3, self.input_size, self.input_size, device=p.device if p is not None else None
+        )
+        try:
+            return bool(self._m.forward_features(x).ndim == 4)
+        except (RuntimeError, AssertionError, ValueError):
+            return False
+
+    def feature_map(self, x: Tensor) -> Tensor:
+        out = self._m.forward_features(x)
+        if out.ndim != 4:
+            raise InputError(
+                f"{self.name}: forward_features gives shape {tuple(out.shape)}, no map"
+            )
+        return out
+
+    def from_feature_map(self, fmap: Tensor) -> tuple[Tensor, Tensor]:
+        h = self._m.forward_head(fmap, pre_logits=True)
+        return self.head(h), h
+
+    def features(self, x: Tensor) -> Tensor:
+        m: Any = self.module
+        return m.forward_head(m.forward_features(x), pre_logits=True)
+
+    def _head_module(self) -> nn.Linear:
+        return self._m.get_classifier()
+
+
+class HookAdapter(ModelAdapter):
+    """Any ``nn.Module`` whose logits come from a linear layer; features by a forward hook.
+
+    Parameters
+    ----------
+    name : str
+        Name for reports.
+    module : nn.Module
+        The classifier: ``module(x)`` returns logits (n, C).
+    head : str, optional
+        Dotted name of the final ``nn.Linear`` (default: the last ``nn.Linear`` registered).
+    layer : str, optional
+        Dotted name of the penultimate layer whose output (flattened) is h. Default: the input of
+        ``head``. When given, ``head(h)`` must reproduce the logits; logits are still taken from
+        the model's own output.
+    """
+
+    def __init__(
+        self, name: str, module: nn.Module, *, head: str | None = None, layer: str | None = None
+    ) -> None:
+        self.name, self.module = name, module.eval()
+        named = dict(module.named_modules())
+        if head is None:
+            linears = [n for n, m in named.items() if isinstance(m, nn.Linear)]
+            if not linears:
+                raise InputError(f"{name}: the model has no nn.Linear layer to use as the head")
+            head = linears[-1]
+        for what, key in (("head", head), ("layer", layer)):
+            if key is not None and key not in named:
+                close = difflib.get_close_matches(key, list(named), n=3)
+                hint = f"; close: {', '.join(close)}" if close else ""
+                raise UnknownNameError(f"{name}: no module named {key!r} for `{what}`{hint}")
+        if not isinstance(named[head], nn.Linear):
+            raise InputError(f"{name}: head {head!r} is {type(named[head]).__name__}, not Linear")
+        self._head = named[head]
+        self.layer = layer or f"input of {head}"
+        self._captured: Tensor | None = None
+        target = named[layer] if layer is not None else self._head
+        if layer is None:
+            target.register_forward_pre_hook(self._grab_input)
+        else:
+            target.register_forward_hook(self._grab_output)
+
+    def _grab_input(self, _m: nn.Module, args: tuple[Tensor, ...]) -> None:
+        self._captured = args[0]
+
+    def _grab_output(self, _m: nn.Module, _args: Any, out: Tensor) -> None:
+        self._captured = out
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        self._captured = None
+        logits = self.module(x)
+        if self._captured is None:
+            raise InputError(f"{self.name}: the hooked layer {self.layer!r} did not run")
+        h = torch.flatten(self._captured, 1)
+        self._captured = None
+        return logits, h
+
+    __call__ = forward
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.forward(x)[1]
+
+    def _head_module(self) -> nn.Linear:
+        return self._head
+
+
+class OpenClipAdapter(ModelAdapter):
+    """open_clip: image and text embeddings, and a zero-shot head from class-name prompts.
+
+    Features h are the L2-normalised image embeddings (n, E); the head is W = s T, b = 0, with T
+    the (C, E) normalised mean text embedding of each class's prompts and s = exp(logit_scale), so
+    the logits are CLIP's scaled cosine similarities.
+
+    Also a :class:`~semshift.splits.superclass.TextEncoder` (:meth:`encode`) and an
+    :class:`~semshift.splits.superclass.ImageTextScorer` (:meth:`score`).
+
+    References
+    ----------
+    Radford, A. et al. (2021). Learning transferable visual models from natural language
+    supervision. ICML.
+    """
+
+    def __init__(self, name: str, module: nn.Module, tokenizer: Callable[..., Tensor]) -> None:
+        self.name, self.module, self.tokenizer = name, module.eval(), tokenizer
+        self.layer = "encode_image (L2-normalised)"
+        visual: Any = getattr(module, "visual", None)
+        cfg = getattr(visual, "preprocess_cfg", {}) or {}
+        self.mean = tuple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073)))
+        self.std = tuple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711)))
+        size = getattr(visual, "image_size", 224)
+        self.input_size = int(size[0] if isinstance(size, tuple | list) else size)
+        self._zs = nn.Linear(1, 1)  # replaced by set_classes
+        self.classnames: list[str] = []
+
+    @torch.no_grad()
+    def _text(self, texts: Sequence[str]) -> Tensor:
+        dev = next(self.module.parameters()).device
+        tokens = self.tokenizer(list(texts)).to(dev)
+        emb = self._m.encode_text(tokens)
+        return nn.functional.normalize(emb.float(), dim=-1)
+
+    def encode_text(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """L2-normalised text embeddings, (len(texts), E) float32."""
+        if len(texts) == 0:
+            return np.zeros((0, self.embed_dim), np.float32)
+        return self._text(texts).cpu().numpy().astype(np.float32)
+
+    encode = encode_text  # the TextEncoder protocol
+
+    @property
+    def embed_dim(self) -> int:
+        return int(self._m.text_projection.shape[1])
+
+    def set_classes(
+        self, classnames: Sequence[str], templates: Sequence[str] = ("a photo of a {}.",)
+    ) -> OpenClipAdapter:
+        """Build the zero-shot head from class names, one prompt per template (averaged)."""
+        if not classnames:
+            raise InputError(f"{self.name}: the zero-shot head needs at least one class name")
+        rows = []
+        for cname in classnames:
+            emb = self._text([t.format(cname) for t in templates]).mean(0)
+            rows.append(nn.functional.normalize(emb, dim=0))
+        scale = float(self._m.logit_scale.detach().exp())
+        w = torch.stack(rows) * scale
+        lin = nn.Linear(w.shape[1], w.shape[0], bias=True).to(w.device)
+        with torch.no_grad():
+            lin.weight.copy_(w)
+            lin.bias.zero_()
+        self._zs, self.classnames = lin.eval(), list(classnames)
+        return self
+
+    def features(self, x: Tensor) -> Tensor:
+        emb = self._m.encode_image(x)
+        return nn.functional.normalize(emb.float(), dim=-1)
+
+    def _head_module(self) -> nn.Linear:
+        if not self.classnames:
+            raise InputError(f"{self.name}: call set_classes(names) to build the zero-shot head")
+        return self._zs
+
+    def to(self, device: torch.device | str) -> OpenClipAdapter:
+        self.module.to(device)
+        self._zs.to(device)
+        return self
+
+    @torch.no_grad()
+    def encode_images(self, images: Sequence[str | Path], batch_size: int = 64) -> F32:
+        """L2-normalised image embeddings of image files, (n, E) float32."""
+        from semshift.features.data import load_image, make_transform
+
+        tf = make_transform(f"resize{self.input_size}-crop{self.input_size}", self.mean, self.std)
+        dev = next(self.module.parameters()).device
+        out = []
+        for i in range(0, len(images), batch_size):
+            batch = torch.stack([tf(load_image(p)) for p in images[i : i + batch_size]])
+            out.append(self.features(batch.to(dev)).cpu())
+        if not out:
+            return np.zeros((0, self.embed_dim), np.float32)
+        return torch.cat(out).numpy().astype(np.float32)
+
+    def score(self, images: Sequence[str], text: str) -> NDArray[np.float64]:
+        """Cosine similarity of each image to ``text``, (len(images),) float64."""
+        emb = self.encode_images(images)
+        t = self.encode_text([text])[0]
+        return (emb @ t).astype(np.float64)
+
+
+# --------------------------------------------------------------------------- weights
+_PICKLE_HINT = (
+    "re-save it as safetensors (safetensors.torch.save_file(model.state_dict(), 'x.safetensors')) "
+    "or as a plain state_dict of tensors"
+)
+
+
+def load_state_dict(path: str | Path) -> dict[str, Tensor]:
+    """Read a state dict from a local file without executing code.
+
+    ``.safetensors`` files are read with safetensors; anything else with
+    ``torch.load(weights_only=True)``. Nested ``{"state_dict": ...}`` / ``{"model": ...}`` and a
+    ``module.`` prefix (DataParallel) are unwrapped.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable, needs unpickling arbitrary objects, or holds no tensors.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(
+            f"weights file {p} does not exist (weights are read from local files only)"
+        )
+    if p.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            state: Any = load_file(str(p))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise InputError(f"weights file {p}: not a readable safetensors file ({err})") from None
+    else:
+        try:
+            state = torch.load(p, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as err:
+            first = str(err).strip().splitlines()
+            detail = next((ln for ln in first if "GLOBAL" in ln or "Unsupported" in ln), first[0])
+            raise InputError(
+                f"weights file {p}: refused, it needs unpickling arbitrary Python objects "
+                f"({detail.strip()[:160]}); {_PICKLE_HINT}"
+            ) from None
+        except (RuntimeError, OSError, EOFError, ValueError) as err:
+            raise InputError(
+                f"weights file {p}: not a readable PyTorch checkpoint ({err})"
+            ) from None
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(state, Mapping) and key in state and isinstance(state[key], Mapping):
+            state = state[key]
+    if not isinstance(state, Mapping) or not any(isinstance(v, Tensor) for v in state.values()):
+        raise InputError(f"weights file {p}: holds no tensors (expected a state dict)")
+    out = {str(k): v for k, v in state.items() if isinstance(v, Tensor)}
+    if out and all(k.startswith("module.") for k in out):
+        out = {k[len("module.") :]: v for k, v in out.items()}
+    return out
+
+
+def _list_keys(keys: Sequence[str], n: int = 6) -> str:
+    shown = ", ".join(keys[:n])
+    return f"{shown}, ... ({len(keys)} in all)" if len(keys) > n else shown
+
+
+def load_weights(module: nn.Module, path: str | Path) -> nn.Module:
+    """Load a local weights file into ``module``, strictly.
+
+    Raises
+    ------
+    InputError
+        Missing or unexpected keys (named), or tensors of the wrong shape (named), or any error of
+        :func:`load_state_dict`.
+    """
+    state = load_state_dict(path)
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing keys: {_list_keys(missing)}")
+        if unexpected:
+            parts.append(f"unexpected keys: {_list_keys(unexpected)}")
+        raise InputError(
+            f"weights file {path} does not fit {type(module).__name__}: {'; '.join(parts)}"
+        )
+    bad = [
+        f"{k} {tuple(state[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in own.items()
+        if tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if bad:
+        raise InputError(
+            f"weights file {path}: tensor shapes do not fit {type(module).__name__}: "
+            f"{_list_keys(bad, 3)} (wrong num_classes?)"
+        )
+    module.load_state_dict(state, strict=True)
+    return module
+
+
+@torch.no_grad()
+def kaiming_init(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Re-initialise every parameter from a generator seeded with ``seed`` (deterministic).
+
+    Convolutions and linear layers: Kaiming normal (fan_in, ReLU gain), bias 0. Normalisation
+    layers: weight 1, bias 0, running statistics reset. Every other parameter (class tokens,
+    position embeddings, scales): normal with std 0.02. ``logit_scale`` is set to log(1/0.07).
+    """
+    gen = torch.Generator().manual_seed(int(seed))
+    done: set[int] = set()
+    norm_types = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
+    for m in module.modules():
+        if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear):
+            w = torch.empty(m.weight.shape)
+            nn.init.kaiming_normal_(w, nonlinearity="relu", generator=gen)
+            m.weight.copy_(w)
+            done.add(id(m.weight))
+            if m.bias is not None:
+                m.bias.zero_()
+                done.add(id(m.bias))
+        elif isinstance(m, norm_types):
+            if getattr(m, "weight", None) is not None:
+                m.weight.fill_(1.0)
+                done.add(id(m.weight))
+            if getattr(m, "bias", None) is not None:
+                m.bias.zero_()
+                done.add(id(m.bias))
+            if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats:
+                m.reset_running_stats()
+    for name, p in module.named_parameters():
+        if id(p) in done:
+            continue
+        if name.endswith("logit_scale"):
+            p.fill_(float(np.log(1 / 0.07)))
+        else:
+            p.copy_(torch.empty(p.shape).normal_(0.0, 0.02, generator=gen))
+    return module
+
+
+# --------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry entry: ``build(num_classes=..., **kwargs) -> ModelAdapter`` and a description."""
+
+    name: str
+    build: Callable[..., ModelAdapter]
+    description: str
+
+
+#: Model name -> :class:`ModelSpec`; ``timm/<name>`` and ``open_clip/<name>`` resolve dynamically.
+MODELS: dict[str, ModelSpec] = {}
+_TV_FAMILIES = ("resnet", "resnext", "wide_resnet", "densenet", "regnet", "vit")
+NAMESPACES = {
+    "timm/": "any timm model, e.g. timm/resnet50 (pretrained=False; weights from --weights)",
+    "open_clip/": "any open_clip architecture, e.g. open_clip/ViT-B-32 (zero-shot head)",
+}
+
+
+def register_model(
+    name: str, description: str = ""
+) -> Callable[[Callable[..., ModelAdapter]], Callable[..., ModelAdapter]]:
+    """Decorator adding a builder ``f(num_classes=..., **kwargs) -> ModelAdapter`` to the registry.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> @register_model("tiny-mlp", "a two-layer MLP on 8x8 images")
+    ... def _tiny(num_classes=10):
+    ...     layers = [nn.Flatten(), nn.Linear(192, 16), nn.ReLU(), nn.Linear(16, num_classes)]
+    ...     return HookAdapter("tiny-mlp", nn.Sequential(*layers))
+    >>> "tiny-mlp" in list_models()
+    True
+    """
+
+    def deco(fn: Callable[..., ModelAdapter]) -> Callable[..., ModelAdapter]:
+        if name in MODELS:
+            raise InputError(f"model {name!r} is already registered")
+        MODELS[name] = ModelSpec(name, fn, description or (fn.__doc__ or "").strip())
+        return fn
+
+    return deco
+
+
+def _register_torchvision() -> None:
+    import torchvision
+
+    for tv_name in torchvision.models.list_models(module=torchvision.models):
+        if not tv_name.startswith(_TV_FAMILIES):
+            continue
+
+        def build(num_classes: int = 1000, _n: str = tv_name, **kwargs: Any) -> ModelAdapter:
+            import torchvision
+
+            net = torchvision.models.get_model(_n, weights=None, num_classes=num_classes, **kwargs)
+            return TorchvisionAdapter(_n, net)
+
+        MODELS[tv_name] = ModelSpec(tv_name, build, f"torchvision {tv_name}")
+
+
+_register_torchvision()
+
+
+def list_models() -> list[str]:
+    """Registered model names, then the ``timm/`` and ``open_clip/`` namespaces."""
+    return sorted(MODELS) + [f"{ns}<name>" for ns in NAMESPACES]
+
+
+def _build_timm(arch: str, num_classes: int, **kwargs: Any) -> ModelAdapter:
+    import timm
+
+    if arch not in timm.list_models():
+        close = difflib.get_close_matches(arch, timm.list_models(), n=5)
+        raise UnknownNameError(
+            f"unknown timm model {arch!r}" + (f"; close: {', '.join(close)}" if close else "")
+        )
+    net = timm.create_model(arch, pretrained=False, num_classes=num_classes, **kwargs)
+    return TimmAdapter(f"timm/{arch}", net)
+
+
+def register_open_clip_config(name: str, config: Mapping[str, Any]) -> None:
+    """Register an open_clip architecture config (``embed_dim``, ``vision_cfg``, ``text_cfg``).
+
+    Lets tests and offline users build small or custom CLIP models without a download.
+    """
+    import open_clip
+
+    folder = Path(tempfile.mkdtemp(prefix="semshift-openclip-"))
+    (folder / f"{name}.json").write_text(json.dumps(dict(config)))
+    open_clip.add_model_config(folder)
+
+
+def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
+    import open_clip
+
+    known = open_clip.list_models()
+    if arch not in known:
+        close = difflib.get_close_matches(arch, known, n=5)
+        raise UnknownNameError(
+            f"unknown open_clip architecture {arch!r}"
+            + (f"; close: {', '.join(close)}" if close else "")
+        )
+    net = open_clip.create_model(arch, pretrained=None, **kwargs)
+    return OpenClipAdapter(f"open_clip/{arch}", net, open_clip.get_tokenizer(arch))
+
+
+def load_model(
+    name: str,
+    *,
+    weights: str | Path | None = None,
+    random_init: bool = False,
+    seed: int = 0,
+    num_classes: int = 1000,
+    classnames: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> ModelAdapter:
+    """Build a registered model and load its weights (local file) or initialise it randomly.
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`list_models`, ``timm/<name>`` or ``open_clip/<name>``.
+    weights : str or Path, optional
+        Local safetensors file or PyTorch state dict.
+    random_init : bool
+        Kaiming-normal initialisation seeded by ``seed`` (random-model sanity check).
+    num_classes : int
+        Size of the classification head (ignored by open_clip, whose head is zero-shot).
+    classnames : sequence of str, optional
+        open_clip only: class names for the zero-shot head.
+    **kwargs
+        Passed to the model constructor (e.g. ``image_size`` for a torchvision ViT).
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is not registered (the message lists close matches).
+    InputError
+        Neither or both of ``weights`` and ``random_init``; unusable weights.
+    """
+    if (weights is None) == (not random_init):
+        raise InputError(
+            f"model {name!r}: give exactly one of a local weights file or random_init=True "
+            "(semshift never downloads weights)"
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if name.startswith("timm/"):
+            adapter: ModelAdapter = _build_timm(name[5:], num_classes, **kwargs)
+        elif name.startswith("open_clip/"):
+            adapter = _build_open_clip(name[10:], **kwargs)
+        elif name in MODELS:
+            adapter = MODELS[name].build(num_classes=num_classes, **kwargs)
+        else:
+            pool = list(MODELS)
+            close = difflib.get_close_matches(name, pool, n=5)
+            raise UnknownNameError(
+                f"unknown model {name!r}"
+                + (f"; did you mean {', '.join(close)}?" if close else "")
+                + f"; known: {', '.join(sorted(pool)[:12])}, ... ({len(pool)} names), "
+                + "or timm/<name>, open_clip/<name>"
+            )
+    if random_init:
+        kaiming_init(adapter.module, seed)
+        adapter.weights_desc = f"random-init (Kaiming normal, seed {seed})"
+    else:
+        assert weights is not None
+        load_weights(adapter.module, weights)
+        adapter.weights_desc = str(weights)
+    adapter.module.eval()
+    if isinstance(adapter, OpenClipAdapter) and classnames is not None:
+        adapter.set_classes(classnames)
+    return adapter
