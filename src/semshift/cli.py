@@ -462,6 +462,92 @@ def demo(
     _print_split(result, out / "ssb", time.perf_counter() - t0)
 
 
+@app.command("extract")
+def extract_features(
+    model: Annotated[
+        str,
+        typer.Option(help="Model: a torchvision name (resnet50), timm/<name> or open_clip/<name>."),
+    ],
+    data: Annotated[Path, typer.Option(help="Image folder tree (class folders) or file list.")],
+    out: Annotated[Path, typer.Option(help="Store directory; an unfinished one is resumed.")],
+    weights: Annotated[
+        Path | None, typer.Option(help="Local weights: .safetensors or a torch state dict.")
+    ] = None,
+    random_init: Annotated[
+        bool, typer.Option("--random-init", help="Seeded Kaiming-normal weights (sanity check).")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Seed of --random-init and of corruptions.")] = 0,
+    classes: Annotated[
+        str | None, typer.Option(help="Class list: shipped name (imagenet1k) or file of ids.")
+    ] = None,
+    num_classes: Annotated[
+        int | None, typer.Option(help="Head size (default: the class list's length, else 1000).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option(help="Images per forward pass.")] = 64,
+    shard_size: Annotated[int, typer.Option(help="Rows per shard.")] = 10_000,
+    workers: Annotated[int, typer.Option(help="DataLoader worker processes.")] = 4,
+    preset: Annotated[
+        str, typer.Option(help="imagenet (256/224), imagenet-224 or resize<R>-crop<C>.")
+    ] = "imagenet",
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    unknown: Annotated[
+        str, typer.Option(help="Class folder not in the class list: error, skip or ood (-1).")
+    ] = "error",
+    group: Annotated[
+        list[str] | None, typer.Option(help="Group column for every row, KEY=VALUE (repeatable).")
+    ] = None,
+    corruption: Annotated[
+        str | None, typer.Option(help="ImageNet-C corruption applied after the crop.")
+    ] = None,
+    severity: Annotated[int, typer.Option(help="Corruption severity, 1-5.")] = 3,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Extract logits, features and the head of a model over an image set into a feature store."""
+    from semshift.errors import InputError
+    from semshift.features.data import open_source
+    from semshift.features.extract import extract
+    from semshift.features.models import load_model
+    from semshift.taxonomy.classlists import load_classlist
+
+    if weights is None and not random_init:
+        raise InputError("give --weights FILE or --random-init (semshift never downloads weights)")
+    if weights is not None and random_init:
+        raise InputError("give only one of --weights and --random-init")
+    groups: dict[str, str] = {}
+    for item in group or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--group {item!r}: expected KEY=VALUE")
+        groups[key.strip()] = value
+    corrupt = None
+    if corruption is not None:
+        from semshift.features.corruptions import Corruption
+
+        corrupt = Corruption(corruption, severity, seed=seed)
+    cl = load_classlist(classes) if classes is not None else None
+    source = open_source(data, cl, unknown=unknown)
+    n_cls = num_classes or (len(source.classes) if classes is not None and source.classes else 1000)
+    names = None
+    if model.startswith("open_clip/") and source.classes is not None:
+        cls = source.classes
+        names = [nm or i for nm, i in zip(cls.names or cls.ids, cls.ids, strict=True)]
+    adapter = load_model(
+        model, weights=weights, random_init=random_init, seed=seed, num_classes=n_cls,
+        classnames=names,
+    )  # fmt: skip
+    summary = extract(
+        adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
+        workers=workers, device=device, groups=groups, corruption=corrupt, progress=progress,
+    )  # fmt: skip
+    reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
+    console.print(
+        f"{summary.out}: {summary.n_stored} of {summary.n_images} images stored in "
+        f"{summary.n_shards} shards ({summary.n_resumed} resumed), {summary.n_skipped} skipped"
+        + (f" ({reasons})" if reasons else "")
+        + f"; {summary.images_per_s:,.1f} images/s on {summary.device}, {summary.seconds:.1f} s"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user errors into one line and exit status 2."""
     command = typer.main.get_command(app)

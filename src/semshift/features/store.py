@@ -360,6 +360,7 @@ class StoreWriter:
         *,
         head: tuple[np.ndarray, np.ndarray] | None = None,
         n_shards: int | None = None,
+        extra_skipped: Sequence[Mapping[str, Any]] = (),
     ) -> FeatureStore:
         """Write ``index.parquet``, ``head.npz``, ``skipped.csv`` and, last, ``meta.json``.
 
@@ -372,6 +373,9 @@ class StoreWriter:
         n_shards : int, optional
             The number of shards expected; finalising with any of ``0 .. n_shards - 1`` missing
             is refused. Default: the written shards must be ``0 .. max``.
+        extra_skipped : sequence of mapping
+            Skipped samples that belong to no shard (``sample_id``, ``path``, ``reason``), e.g.
+            files excluded while listing the data; listed first in ``skipped.csv``.
         """
         expected = range(n_shards if n_shards is not None else max(self._records, default=-1) + 1)
         missing = [k for k in expected if k not in self._records]
@@ -392,7 +396,8 @@ class StoreWriter:
         groups = [c for c in index.columns if c not in RESERVED_COLUMNS]
         index = index[[*RESERVED_COLUMNS, *groups]]
         _write_parquet(self.path / "index.parquet", index, fsync=self.fsync)
-        skipped = [s for rec in recs for s in rec.skipped]
+        skipped = [_jsonable(dict(s)) for s in extra_skipped]
+        skipped += [s for rec in recs for s in rec.skipped]
         skipped_frame = pd.DataFrame(skipped, columns=["sample_id", "path", "reason"])
         data = skipped_frame.to_csv(index=False).encode()
         atomic_write(self.path / "skipped.csv", lambda f: f.write(data), fsync=self.fsync)

@@ -1,0 +1,355 @@
+"""Extraction: run a model adapter over an image source and write a feature store, resumably.
+
+Samples are processed in source order; shard k holds samples ``k * shard_size ..`` and is cut
+into batches that never cross a shard boundary, so a restarted run recomputes exactly the shards
+that were not committed, with the same batches, and the finished store is identical (same
+checksums) to an uninterrupted one on the same device. Unreadable images are recorded in the
+store's ``skipped.csv`` with their reason and never stop the run.
+
+Device ``"auto"`` picks CUDA when present (with float16 autocast there) and the CPU otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from semshift.errors import InputError
+from semshift.features.data import ImageDataset, ImageSource, parse_preset
+from semshift.features.models import ModelAdapter
+from semshift.features.store import StoreWriter, sha256_file
+
+__all__ = ["ExtractSummary", "extract", "resolve_device"]
+
+
+@dataclass
+class ExtractSummary:
+    """What an extraction did.
+
+    Attributes
+    ----------
+    out : Path
+        The store.
+    n_images : int
+        Samples in the source.
+    n_stored, n_skipped : int
+        Rows written and images skipped (unreadable, or excluded while listing).
+    n_shards, n_resumed : int
+        Shards in the store, and shards found complete from an earlier run.
+    seconds : float
+        Wall time of this run.
+    images_per_s : float
+        Images processed by this run per second.
+    device : str
+    skip_reasons : dict of str to int
+        Reason -> count.
+    """
+
+    out: Path
+    n_images: int
+    n_stored: int
+    n_skipped: int
+    n_shards: int
+    n_resumed: int
+    seconds: float
+    images_per_s: float
+    device: str
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; anything else as given.
+
+    Raises
+    ------
+    InputError
+        CUDA was asked for but is not available, or the name is not a device.
+    """
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise InputError(f"device {device!r}: {err}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} asked for, but CUDA is not available here")
+    return dev
+
+
+def _batches(todo: list[int], n: int, shard_size: int, batch_size: int) -> Iterator[list[int]]:
+    for k in todo:
+        lo, hi = k * shard_size, min(n, (k + 1) * shard_size)
+        for start in range(lo, hi, batch_size):
+            yield list(range(start, min(hi, start + batch_size)))
+
+
+def _weights_id(model: ModelAdapter) -> dict[str, Any]:
+    desc = model.weights_desc
+    path = Path(desc)
+    if path.is_file():
+        return {"weights": path.name, "weights_sha256": sha256_file(path)}
+    return {"weights": desc, "weights_sha256": None}
+
+
+def _progress(enabled: bool, total: int, done: int) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class _Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.1f} img/s" if speed else "- img/s", style="cyan")
+
+    return Progress(
+        TextColumn("extract"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _Rate(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def extract(
+    model: ModelAdapter,
+    source: ImageSource,
+    out: str | Path,
+    *,
+    preset: str = "imagenet",
+    batch_size: int = 64,
+    shard_size: int = 10_000,
+    workers: int = 0,
+    device: str | torch.device = "auto",
+    amp: bool | None = None,
+    groups: Mapping[str, Any] | None = None,
+    corruption: Callable[[Any, int], Any] | None = None,
+    progress: bool = True,
+    fsync: bool = True,
+) -> ExtractSummary:
+    """Extract logits (n, C) and features (n, D) of every readable image into a store.
+
+    Parameters
+    ----------
+    model : ModelAdapter
+        From :func:`semshift.features.models.load_model`.
+    source : ImageSource
+        From :func:`semshift.features.data.open_source`.
+    out : str or Path
+        Store directory; an unfinished store from the same settings is resumed.
+    preset : str
+        ``imagenet`` (resize 256, crop 224), ``imagenet-224`` or ``resize<R>-crop<C>``.
+    batch_size, shard_size : int
+        Images per forward pass and rows per shard.
+    workers : int
+        DataLoader worker processes (0 = decode in this process).
+    device : str
+        ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...
+    amp : bool, optional
+        float16 autocast; default on for CUDA, off on CPU.
+    groups : mapping, optional
+        Constant group columns for every row, e.g. ``{"split": "id_test"}``.
+    corruption : callable, optional
+        ``corruption(pil_image, sample_index) -> pil_image`` applied after the crop (see
+        :mod:`semshift.features.corruptions`); its ``name`` and ``severity`` attributes, when
+        present, become the group columns ``corruption`` and ``severity``.
+    progress : bool
+        Show a progress bar (images/s, ETA).
+    fsync : bool
+        Flush each file to disk before renaming it into place.
+
+    Raises
+    ------
+    InputError
+        Bad sizes, an output directory holding a finished store or a different run.
+    """
+    if batch_size < 1 or shard_size < 1:
+        raise InputError(f"batch size and shard size must be >= 1, got {batch_size}, {shard_size}")
+    if workers < 0:
+        raise InputError(f"workers must be >= 0, got {workers}")
+    resize, crop = parse_preset(preset)
+    dev = resolve_device(device)
+    use_amp = dev.type == "cuda" if amp is None else bool(amp)
+    const_groups: dict[str, Any] = dict(groups or {})
+    if corruption is not None:
+        for attr in ("name", "severity"):
+            if hasattr(corruption, attr):
+                const_groups.setdefault(
+                    "corruption" if attr == "name" else attr, getattr(corruption, attr)
+                )
+    reserved = {"sample_id", "path", "label", "shard", "row"} & (
+        set(const_groups) | set(source.groups)
+    )
+    if reserved:
+        raise InputError(f"group names {sorted(reserved)} are reserved for the store's index")
+    n = len(source)
+    model.to(dev)
+    model.module.eval()
+    w, b = model.head_weights()
+    preprocessing = {
+        "preset": preset,
+        "resize": resize,
+        "crop": crop,
+        "interpolation": "bilinear",
+        "mean": list(model.mean),
+        "std": list(model.std),
+    }
+    corr_desc = getattr(corruption, "describe", lambda: None)() if corruption else None
+    fingerprint = source.fingerprint()
+    run = {
+        "model": model.name,
+        "layer": model.layer,
+        **_weights_id(model),
+        "head_sha256": hashlib.sha256(w.tobytes() + b.tobytes()).hexdigest(),
+        "preprocessing": preprocessing,
+        "dataset_fingerprint": fingerprint,
+        "n_samples": n,
+        "shard_size": shard_size,
+        "batch_size": batch_size,
+        "device_type": dev.type,
+        "amp": use_amp,
+        "groups": {k: str(v) for k, v in const_groups.items()},
+        "corruption": corr_desc,
+    }
+    writer = StoreWriter(
+        out, arrays={"logits": (w.shape[0],), "features": (w.shape[1],)}, run=run, fsync=fsync
+    )
+    n_shards = max(1, -(-n // shard_size))
+    done = writer.done
+    todo = [k for k in range(n_shards) if k not in done]
+    done_rows = sum(min(n, (k + 1) * shard_size) - k * shard_size for k in done)
+    dataset = ImageDataset(source, preset, model.mean, model.std, corruption)
+    loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
+        dataset,  # type: ignore[arg-type]
+        batch_sampler=list(_batches(todo, n, shard_size, batch_size)),
+        num_workers=workers,
+        pin_memory=dev.type == "cuda",
+    )
+    acc: dict[str, list[Any]] = {"logits": [], "features": [], "ok": [], "skip": []}
+    seen = 0
+    t0 = time.perf_counter()
+    processed = 0
+    with _progress(progress, n, done_rows) as bar, torch.inference_mode():
+        task = bar.add_task("extract", total=n, completed=done_rows)
+        for x, idx, errs in loader:
+            idx_list = [int(i) for i in idx]
+            k = idx_list[0] // shard_size
+            ok = [j for j, e in enumerate(errs) if not e]
+            for j, e in enumerate(errs):
+                if e:
+                    i = idx_list[j]
+                    acc["skip"].append({"sample_id": i, "path": source.names[i], "reason": e})
+            if ok:
+                xb = x[ok].to(dev, non_blocking=True)
+                with torch.autocast(dev.type, dtype=torch.float16, enabled=use_amp):
+                    logits, feats = model(xb)
+                acc["logits"].append(logits.float().cpu().numpy())
+                acc["features"].append(feats.float().cpu().numpy())
+                acc["ok"].extend(idx_list[j] for j in ok)
+            seen += len(idx_list)
+            processed += len(idx_list)
+            bar.advance(task, len(idx_list))
+            if seen == min(n, (k + 1) * shard_size) - k * shard_size:
+                _flush(writer, k, acc, source, const_groups, w.shape)
+                acc = {"logits": [], "features": [], "ok": [], "skip": []}
+                seen = 0
+    store = writer.finalize(
+        {
+            "model": model.name,
+            "layer": model.layer,
+            "model_info": model.describe(),
+            "weights": run["weights"],
+            "weights_sha256": run["weights_sha256"],
+            "preprocessing": preprocessing,
+            "classes": _classes_meta(source),
+            "dataset": {
+                "root": str(source.root),
+                "kind": source.kind,
+                "fingerprint": fingerprint,
+                "n_samples": n,
+            },
+            "corruption": corr_desc,
+            "extraction": {"shard_size": shard_size, "batch_size": batch_size, "amp": use_amp},
+        },
+        head=(w, b),
+        n_shards=n_shards,
+        extra_skipped=[
+            {"sample_id": -1, "path": name, "reason": reason} for name, reason in source.skipped
+        ],
+    )
+    seconds = time.perf_counter() - t0
+    reasons = Counter(_reason_kind(r) for r in store.skipped["reason"].astype(str))
+    return ExtractSummary(
+        out=Path(out),
+        n_images=n,
+        n_stored=len(store),
+        n_skipped=len(store.skipped),
+        n_shards=n_shards,
+        n_resumed=len(done),
+        seconds=seconds,
+        images_per_s=processed / seconds if seconds > 0 else 0.0,
+        device=str(dev) + (" (float16 autocast)" if use_amp else ""),
+        skip_reasons=dict(reasons),
+    )
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason without its file-specific detail, for the summary counts."""
+    return reason.split(" (", 1)[0]
+
+
+def _classes_meta(source: ImageSource) -> dict[str, Any] | None:
+    cl = source.classes
+    if cl is None:
+        return None
+    return {
+        "name": cl.name,
+        "source": cl.source,
+        "ids": list(cl.ids),
+        "names": list(cl.names) if cl.names is not None else None,
+    }
+
+
+def _flush(
+    writer: StoreWriter,
+    k: int,
+    acc: dict[str, list[Any]],
+    source: ImageSource,
+    const_groups: Mapping[str, Any],
+    head_shape: tuple[int, ...],
+) -> None:
+    rows = acc["ok"]
+    c, d = head_shape
+    logits = np.concatenate(acc["logits"]) if acc["logits"] else np.zeros((0, c), np.float32)
+    feats = np.concatenate(acc["features"]) if acc["features"] else np.zeros((0, d), np.float32)
+    index = pd.DataFrame(
+        {
+            "sample_id": np.asarray(rows, np.int64),
+            "path": [source.names[i] for i in rows],
+            "label": source.labels[rows] if rows else np.zeros(0, np.int64),
+        }
+    )
+    for key, value in const_groups.items():
+        index[key] = [value] * len(rows)
+    for key, values in source.groups.items():
+        index[key] = [values[i] for i in rows]
+    writer.write_shard(k, {"logits": logits, "features": feats}, index, acc["skip"])

@@ -1,0 +1,171 @@
+"""Extraction into a store: values, skipped images, resume after SIGKILL, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from semshift.cli import main
+from semshift.errors import InputError
+from semshift.features import open_store
+from semshift.features.data import ImageDataset, image_folder
+from semshift.features.extract import extract
+from semshift.features.models import load_model
+
+from .conftest import write_images
+
+
+def _bad_images(folder: Path) -> None:
+    trunc = folder / "trunc.jpg"
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (48, 48, 3), np.uint8)).save(trunc)
+    trunc.write_bytes(trunc.read_bytes()[:200])
+    (folder / "garbage.jpg").write_bytes(b"GIF89a but not really")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("timm/test_resnet", random_init=True, seed=0, num_classes=3)
+
+
+def test_extract_values_skips_and_meta(tmp_path, images, tiny):
+    _bad_images(images / "dog")
+    src = image_folder(images)
+    summary = extract(
+        tiny, src, tmp_path / "st", preset="resize36-crop32", batch_size=3, shard_size=5,
+        groups={"split": "id_test"}, progress=False, fsync=False,
+    )  # fmt: skip
+    assert (summary.n_images, summary.n_stored, summary.n_skipped) == (14, 12, 2)
+    assert summary.n_shards == 3 and summary.n_resumed == 0
+    assert summary.skip_reasons == {"not a recognised image format": 1, "unreadable image": 1}
+    st = open_store(tmp_path / "st")
+    # the stored values are the adapter's outputs on the same preprocessed images
+    ds = ImageDataset(src, "resize36-crop32", tiny.mean, tiny.std)
+    ok = [i for i in range(len(ds)) if not ds[i][2]]
+    with torch.no_grad():
+        want_logits, want_feats = tiny(torch.stack([ds[i][0] for i in ok]))
+    logits, feats = st.arrays("logits", "features")
+    np.testing.assert_allclose(logits, want_logits.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(feats, want_feats.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(logits, feats @ st.head[0].T + st.head[1], rtol=1e-4, atol=1e-4)
+    assert st.index["sample_id"].tolist() == ok
+    assert st.index["path"].tolist() == [src.names[i] for i in ok]
+    np.testing.assert_array_equal(st.labels, src.labels[ok])
+    assert set(st.index["split"]) == {"id_test"}
+    skipped = st.skipped.set_index("path")
+    assert skipped.loc["dog/garbage.jpg", "reason"] == "not a recognised image format"
+    assert skipped.loc["dog/trunc.jpg", "reason"].startswith("unreadable image (")
+    meta = st.meta
+    assert meta["model"] == "timm/test_resnet" and meta["layer"].startswith("forward_head")
+    assert meta["weights"].startswith("random-init (Kaiming normal, seed 0)")
+    assert meta["preprocessing"]["resize"] == 36 and meta["preprocessing"]["crop"] == 32
+    assert meta["classes"]["ids"] == ["cat", "dog", "owl"]
+    assert meta["dataset"]["fingerprint"] == src.fingerprint()
+    assert meta["semshift_version"] and meta["n_skipped"] == 2
+    st.verify()
+
+
+def test_extract_refuses_finished_and_changed_runs(tmp_path, images, tiny):
+    src = image_folder(images)
+    kw = {"preset": "resize36-crop32", "shard_size": 4, "progress": False, "fsync": False}
+    extract(tiny, src, tmp_path / "a", **kw)
+    with pytest.raises(InputError, match="already holds a finished store"):
+        extract(tiny, src, tmp_path / "a", **kw)
+    # an unfinished store of another model is not resumed with this one
+    (tmp_path / "a" / "meta.json").unlink()
+    other = load_model("timm/test_resnet", random_init=True, seed=1, num_classes=3)
+    with pytest.raises(InputError, match=r"different settings.*head_sha256"):
+        extract(other, src, tmp_path / "a", **kw)
+    with pytest.raises(InputError, match="batch size and shard size must be >= 1"):
+        extract(tiny, src, tmp_path / "b", batch_size=0)
+
+
+def _cli(data, out, *extra):
+    return [
+        sys.executable, "-m", "semshift.cli", "extract", "--model", "resnet18", "--random-init",
+        "--num-classes", "10", "--data", str(data), "--out", str(out), "--preset",
+        "resize40-crop32", "--batch-size", "4", "--shard-size", "20", "--workers", "0",
+        "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def test_killed_extraction_resumes_to_identical_store(tmp_path, capsys):
+    data = tmp_path / "imgs"
+    write_images(data, {f"c{i}": 20 for i in range(10)}, size=40, seed=3)
+    _bad_images(data / "c4")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # the uninterrupted reference run, in this process (same settings as the CLI below)
+    with pytest.raises(SystemExit) as exc:
+        main(_cli(data, tmp_path / "ref")[3:])
+    assert exc.value.code == 0
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(_cli(data, out), env=env, stdout=subprocess.DEVNULL)
+    first = out / "shards" / "00000.json"
+    deadline = time.monotonic() + 120
+    while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert first.exists() and not (out / "meta.json").exists(), "killed too late"
+    n_done = len(list((out / "shards").glob("[0-9]*.json")))
+    assert 1 <= n_done < 11
+    assert "200 of 202 images stored in 11 shards (0 resumed), 2 skipped" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    with pytest.raises(InputError, match="unfinished extraction"):
+        open_store(out)
+
+    again = subprocess.run(_cli(data, out), env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert f"({n_done} resumed)" in " ".join(again.stdout.split())
+    a, b = open_store(tmp_path / "ref"), open_store(out)
+    assert a.checksums() == b.checksums()
+    for name in ("meta.json", "index.parquet", "head.npz", "skipped.csv"):
+        assert (tmp_path / "ref" / name).read_bytes() == (out / name).read_bytes(), name
+    b.verify()
+    assert json.loads((out / "meta.json").read_text())["n_rows"] == 200
+
+
+def test_cli_errors_are_one_line(tmp_path, images, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["extract", "--model", "resnet18", "--data", str(images), "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: give --weights FILE or --random-init (semshift never downloads weights)"
+    with pytest.raises(SystemExit) as exc:
+        main(["extract", "--model", "resnet5O", "--random-init", "--data", str(images),
+              "--out", str(tmp_path / "s")])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown model 'resnet5O'") and "\n" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["extract", "--model", "resnet18", "--random-init", "--data", str(images),
+              "--out", str(tmp_path / "s"), "--classes", "imagenet1k"])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: class folder ") and "cat is not in the class list" in err
+
+
+def test_cli_extract_small(tmp_path, images, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["extract", "--model", "timm/test_resnet", "--random-init", "--data", str(images),
+              "--out", str(tmp_path / "s"), "--preset", "resize36-crop32", "--shard-size", "5",
+              "--workers", "2", "--group", "split=ood", "--no-progress"])  # fmt: skip
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "12 of 12 images stored in 3 shards (0 resumed), 0 skipped" in out
+    st = open_store(tmp_path / "s")
+    # without --classes the head keeps ImageNet's 1000 classes; labels index the folder names
+    assert st.head[0].shape == (1000, st.array_specs["features"]["shape"][0])
+    assert st.meta["classes"]["ids"] == ["cat", "dog", "owl"]
+    assert set(st.index["split"]) == {"ood"}
