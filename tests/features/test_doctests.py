@@ -6,13 +6,20 @@ import doctest
 
 import pytest
 
+import semshift.features.corruptions
 import semshift.features.data
 import semshift.features.models
 import semshift.features.store
 
 
 @pytest.mark.parametrize(
-    "module", [semshift.features.store, semshift.features.data, semshift.features.models]
+    "module",
+    [
+        semshift.features.store,
+        semshift.features.data,
+        semshift.features.models,
+        semshift.features.corruptions,
+    ],
 )
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
