@@ -500,6 +500,10 @@ def extract_features(
         str | None, typer.Option(help="ImageNet-C corruption applied after the crop.")
     ] = None,
     severity: Annotated[int, typer.Option(help="Corruption severity, 1-5.")] = 3,
+    score: Annotated[
+        list[str] | None,
+        typer.Option(help="Model-level detector stored as a score column: odin, rankfeat."),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Extract logits, features and the head of a model over an image set into a feature store."""
@@ -537,7 +541,8 @@ def extract_features(
     )  # fmt: skip
     summary = extract(
         adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
-        workers=workers, device=device, groups=groups, corruption=corrupt, progress=progress,
+        workers=workers, device=device, groups=groups, corruption=corrupt, scores=score or (),
+        progress=progress,
     )  # fmt: skip
     reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
     console.print(

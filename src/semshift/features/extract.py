@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import torch
 
 from semshift.errors import InputError
 from semshift.features.data import ImageDataset, ImageSource, parse_preset
+from semshift.features.model_detectors import ModelDetector, get_model_detector
 from semshift.features.models import ModelAdapter
 from semshift.features.store import StoreWriter, sha256_file
 
@@ -143,6 +144,7 @@ def extract(
     amp: bool | None = None,
     groups: Mapping[str, Any] | None = None,
     corruption: Callable[[Any, int], Any] | None = None,
+    scores: Sequence[str | ModelDetector] = (),
     progress: bool = True,
     fsync: bool = True,
 ) -> ExtractSummary:
@@ -172,6 +174,10 @@ def extract(
         ``corruption(pil_image, sample_index) -> pil_image`` applied after the crop (see
         :mod:`semshift.features.corruptions`); its ``name`` and ``severity`` attributes, when
         present, become the group columns ``corruption`` and ``severity``.
+    scores : sequence of str or ModelDetector
+        Model-level detectors (``"odin"``, ``"rankfeat"``; see
+        :mod:`semshift.features.model_detectors`) computed on each batch and stored as 1-D
+        float32 arrays named after them.
     progress : bool
         Show a progress bar (images/s, ETA).
     fsync : bool
@@ -201,6 +207,11 @@ def extract(
     )
     if reserved:
         raise InputError(f"group names {sorted(reserved)} are reserved for the store's index")
+    detectors = [get_model_detector(d) if isinstance(d, str) else d for d in scores]
+    det_names = [d.name for d in detectors]
+    clash = {"logits", "features"} & set(det_names) or len(set(det_names)) != len(det_names)
+    if clash:
+        raise InputError(f"score names must be distinct and not logits/features: {det_names}")
     n = len(source)
     model.to(dev)
     model.module.eval()
@@ -229,10 +240,11 @@ def extract(
         "amp": use_amp,
         "groups": {k: str(v) for k, v in const_groups.items()},
         "corruption": corr_desc,
+        "scores": [d.describe() for d in detectors],
     }
-    writer = StoreWriter(
-        out, arrays={"logits": (w.shape[0],), "features": (w.shape[1],)}, run=run, fsync=fsync
-    )
+    spec: dict[str, tuple[int, ...]] = {"logits": (w.shape[0],), "features": (w.shape[1],)}
+    spec.update({name: () for name in det_names})
+    writer = StoreWriter(out, arrays=spec, run=run, fsync=fsync)
     n_shards = max(1, -(-n // shard_size))
     done = writer.done
     todo = [k for k in range(n_shards) if k not in done]
@@ -244,7 +256,7 @@ def extract(
         num_workers=workers,
         pin_memory=dev.type == "cuda",
     )
-    acc: dict[str, list[Any]] = {"logits": [], "features": [], "ok": [], "skip": []}
+    acc = _empty(spec)
     seen = 0
     t0 = time.perf_counter()
     processed = 0
@@ -262,6 +274,8 @@ def extract(
                 xb = x[ok].to(dev, non_blocking=True)
                 with torch.autocast(dev.type, dtype=torch.float16, enabled=use_amp):
                     logits, feats = model(xb)
+                    for det in detectors:
+                        acc[det.name].append(det.score(model, xb).float().cpu().numpy())
                 acc["logits"].append(logits.float().cpu().numpy())
                 acc["features"].append(feats.float().cpu().numpy())
                 acc["ok"].extend(idx_list[j] for j in ok)
@@ -269,8 +283,8 @@ def extract(
             processed += len(idx_list)
             bar.advance(task, len(idx_list))
             if seen == min(n, (k + 1) * shard_size) - k * shard_size:
-                _flush(writer, k, acc, source, const_groups, w.shape)
-                acc = {"logits": [], "features": [], "ok": [], "skip": []}
+                _flush(writer, k, acc, source, const_groups, spec)
+                acc = _empty(spec)
                 seen = 0
     store = writer.finalize(
         {
@@ -288,6 +302,7 @@ def extract(
                 "n_samples": n,
             },
             "corruption": corr_desc,
+            "scores": {d.name: d.describe() for d in detectors},
             "extraction": {"shard_size": shard_size, "batch_size": batch_size, "amp": use_amp},
         },
         head=(w, b),
@@ -329,18 +344,23 @@ def _classes_meta(source: ImageSource) -> dict[str, Any] | None:
     }
 
 
+def _empty(spec: Mapping[str, tuple[int, ...]]) -> dict[str, list[Any]]:
+    return {"ok": [], "skip": [], **{name: [] for name in spec}}
+
+
 def _flush(
     writer: StoreWriter,
     k: int,
     acc: dict[str, list[Any]],
     source: ImageSource,
     const_groups: Mapping[str, Any],
-    head_shape: tuple[int, ...],
+    spec: Mapping[str, tuple[int, ...]],
 ) -> None:
     rows = acc["ok"]
-    c, d = head_shape
-    logits = np.concatenate(acc["logits"]) if acc["logits"] else np.zeros((0, c), np.float32)
-    feats = np.concatenate(acc["features"]) if acc["features"] else np.zeros((0, d), np.float32)
+    arrays = {
+        name: np.concatenate(acc[name]) if acc[name] else np.zeros((0, *tail), np.float32)
+        for name, tail in spec.items()
+    }
     index = pd.DataFrame(
         {
             "sample_id": np.asarray(rows, np.int64),
@@ -352,4 +372,4 @@ def _flush(
         index[key] = [value] * len(rows)
     for key, values in source.groups.items():
         index[key] = [values[i] for i in rows]
-    writer.write_shard(k, {"logits": logits, "features": feats}, index, acc["skip"])
+    writer.write_shard(k, arrays, index, acc["skip"])

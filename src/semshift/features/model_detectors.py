@@ -1,0 +1,152 @@
+"""Model-level detectors, computed during extraction (they need the network and the images).
+
+Each returns a normality score per image (higher = more in-distribution) and is stored in the
+feature store as a 1-D float32 array named after it (a score column: ``store.arrays("odin")``).
+
+- ``odin`` (Liang et al. 2018): input perturbation against the predicted class, then the
+  temperature-scaled maximum softmax.
+- ``rankfeat`` (Song et al. 2022): remove the rank-1 component of the last block's feature map,
+  finish the forward pass, Energy.
+
+The registry :data:`MODEL_DETECTORS` maps names to classes; :func:`get_model_detector` builds one
+with its paper defaults (keyword overrides allowed).
+
+References
+----------
+Liang, S., Li, Y. and Srikant, R. (2018). Enhancing the reliability of out-of-distribution image
+detection in neural networks. ICLR.
+
+Song, Y., Sebe, N. and Wang, W. (2022). RankFeat: rank-1 feature removal for out-of-distribution
+detection. NeurIPS.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from semshift.errors import InputError, UnknownNameError
+from semshift.features.models import ModelAdapter
+
+__all__ = ["MODEL_DETECTORS", "ModelDetector", "Odin", "RankFeat", "get_model_detector"]
+
+
+def _f32(t: Tensor) -> Tensor:
+    """Half-precision results (autocast) in float32; float32/float64 unchanged."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+class ModelDetector:
+    """A detector that needs the network: ``score(adapter, x) -> (n,)`` normality scores."""
+
+    name: ClassVar[str]
+    needs_feature_map: ClassVar[bool] = False
+    needs_grad: ClassVar[bool] = False
+
+    def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
+        """Scores (n,) of normalised images x (n, 3, H, W); higher = more in-distribution."""
+        raise NotImplementedError
+
+    def get_params(self) -> dict[str, Any]:
+        """Hyperparameters, for ``meta.json``."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.get_params()}
+
+
+class Odin(ModelDetector):
+    """ODIN: x' = x - eps sign(grad_x [-log softmax(f(x)/T)_yhat]); score max softmax(f(x')/T).
+
+    The perturbation is taken in pixel units, as in the original code and OpenOOD: on normalised
+    inputs each channel's step is ``eps / std_c``.
+
+    Parameters
+    ----------
+    temperature : float
+        T (paper and OpenOOD ImageNet default 1000).
+    epsilon : float
+        Perturbation size in [0, 1] pixel units (0.0014).
+    """
+
+    name = "odin"
+    needs_grad = True
+
+    def __init__(self, temperature: float = 1000.0, epsilon: float = 0.0014) -> None:
+        if temperature <= 0:
+            raise InputError(f"odin: temperature must be > 0, got {temperature}")
+        if epsilon < 0:
+            raise InputError(f"odin: epsilon must be >= 0, got {epsilon}")
+        self.temperature, self.epsilon = float(temperature), float(epsilon)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "epsilon": self.epsilon}
+
+    def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
+        t = self.temperature
+        with torch.inference_mode(False), torch.enable_grad():
+            xg = x.detach().clone().requires_grad_(True)
+            logits = _f32(adapter(xg)[0]) / t
+            yhat = logits.argmax(dim=1)
+            loss = torch.nn.functional.cross_entropy(logits, yhat, reduction="sum")
+            (grad,) = torch.autograd.grad(loss, xg)
+        step = torch.sign(grad.detach())
+        std = torch.tensor(adapter.std, dtype=step.dtype, device=step.device).view(1, -1, 1, 1)
+        x2 = x.detach() - self.epsilon * step / std
+        with torch.no_grad():
+            out = _f32(adapter(x2)[0]) / t
+        return torch.softmax(out, dim=1).max(dim=1).values
+
+
+class RankFeat(ModelDetector):
+    """RankFeat: subtract s1 u1 v1^T from each sample's (C, HW) last feature map, then Energy.
+
+    The remaining map is pooled and passed through the head as in the normal forward pass;
+    score = logsumexp(logits) (Energy, T = 1). SVD in float32 (``torch.linalg.svd``), as the
+    authors' code (not their power-iteration approximation).
+    """
+
+    name = "rankfeat"
+    needs_feature_map = True
+
+    def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
+        if not adapter.has_feature_map:
+            raise InputError(
+                f"rankfeat needs the last feature map, which model {adapter.name!r} does not "
+                "expose (CNN adapters only)"
+            )
+        with torch.no_grad():
+            fmap = _f32(adapter.feature_map(x))
+            n, c, h, w = fmap.shape
+            flat = fmap.reshape(n, c, h * w)
+            u, s, vh = torch.linalg.svd(flat, full_matrices=False)
+            rank1 = s[:, :1, None] * (u[:, :, :1] @ vh[:, :1, :])
+            logits = _f32(adapter.from_feature_map((flat - rank1).reshape(n, c, h, w))[0])
+        return torch.logsumexp(logits, dim=1)
+
+
+#: Name -> class of the model-level detectors.
+MODEL_DETECTORS: dict[str, type[ModelDetector]] = {"odin": Odin, "rankfeat": RankFeat}
+
+
+def get_model_detector(name: str, **params: Any) -> ModelDetector:
+    """Build a model-level detector by name with its defaults (``params`` override them).
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown name (the known ones are listed).
+    """
+    if name not in MODEL_DETECTORS:
+        close = difflib.get_close_matches(name, list(MODEL_DETECTORS), n=2)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UnknownNameError(
+            f"unknown model-level detector {name!r}{hint}; known: {', '.join(MODEL_DETECTORS)}"
+        )
+    try:
+        return MODEL_DETECTORS[name](**params)
+    except TypeError as err:
+        raise InputError(f"{name}: {err}") from None
