@@ -10,7 +10,7 @@ Run: ``.venv/bin/python benchmarks/bench_splits.py [--n 100000] [--dim 512]``
 3. Graded binning: ``n`` ID x ``n`` test embeddings of dimension ``dim`` through LAID (a random
    orthogonal W), exact nearest-ID cosine distances on both halves, 8 x 8 levels (target < 60 s
    for 100,000 x 100,000 x 512). Beside it, in the same run: the float32 matrix-product rate of
-   this machine (one 8192 x 65536 x dim/2 product), and the time that rate implies for the
+   this machine (best of three 8192 x 65536 x dim/2 products), and the time that rate implies for the
    2 n^2 (dim/2) multiply-adds the exact search needs: the floor for any exact method on this CPU.
 """
 
@@ -96,9 +96,11 @@ def main() -> None:
     a = rng.standard_normal((8192, h), dtype=np.float32)
     b = rng.standard_normal((65_536, h), dtype=np.float32)
     a @ b[:1024].T
-    t0 = time.perf_counter()
-    a @ b.T
-    dt = time.perf_counter() - t0
+    dt = float("inf")
+    for _ in range(3):  # best of 3: the machine's float32 product rate
+        t0 = time.perf_counter()
+        a @ b.T
+        dt = min(dt, time.perf_counter() - t0)
     rate = 2 * 8192 * 65_536 * h / dt
     floor = 2 * (2 * n * n * h) / rate
 
