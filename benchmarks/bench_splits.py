@@ -10,8 +10,8 @@ Run: ``.venv/bin/python benchmarks/bench_splits.py [--n 100000] [--dim 512]``
 3. Graded binning: ``n`` ID x ``n`` test embeddings of dimension ``dim`` through LAID (a random
    orthogonal W), exact nearest-ID cosine distances on both halves, 8 x 8 levels (target < 60 s
    for 100,000 x 100,000 x 512). Beside it, in the same run: the float32 matrix-product rate of
-   this machine (best of three 8192 x 65536 x dim/2 products), and the time that rate implies for the
-   2 n^2 (dim/2) multiply-adds the exact search needs: the floor for any exact method on this CPU.
+   this machine (best of three 8192 x 65536 x dim/2 products), and the time that rate implies for
+   the 2 n^2 (dim/2) multiply-adds the exact search needs: the floor for any exact method here.
 """
 
 from __future__ import annotations
