@@ -504,6 +504,12 @@ def extract_features(
         list[str] | None,
         typer.Option(help="Model-level detector stored as a score column: odin, rankfeat."),
     ] = None,
+    executor: Annotated[
+        str, typer.Option(help="local, or ray (one actor per GPU/CPU; needs the ray extra).")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join: auto or HOST:PORT (default: local).")
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Extract logits, features and the head of a model over an image set into a feature store."""
@@ -539,10 +545,14 @@ def extract_features(
         model, weights=weights, random_init=random_init, seed=seed, num_classes=n_cls,
         classnames=names,
     )  # fmt: skip
+    if executor == "ray":
+        from semshift.features.ray_executor import connect
+
+        connect(ray_address)
     summary = extract(
         adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
         workers=workers, device=device, groups=groups, corruption=corrupt, scores=score or (),
-        progress=progress,
+        executor=executor, progress=progress,
     )  # fmt: skip
     reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
     console.print(

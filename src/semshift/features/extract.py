@@ -29,7 +29,7 @@ from semshift.features.model_detectors import ModelDetector, get_model_detector
 from semshift.features.models import ModelAdapter
 from semshift.features.store import StoreWriter, sha256_file
 
-__all__ = ["ExtractSummary", "extract", "resolve_device"]
+__all__ = ["ExtractSummary", "ShardJob", "extract", "resolve_device"]
 
 
 @dataclass
@@ -145,6 +145,8 @@ def extract(
     groups: Mapping[str, Any] | None = None,
     corruption: Callable[[Any, int], Any] | None = None,
     scores: Sequence[str | ModelDetector] = (),
+    executor: str = "local",
+    ray_workers: int | None = None,
     progress: bool = True,
     fsync: bool = True,
 ) -> ExtractSummary:
@@ -178,6 +180,12 @@ def extract(
         Model-level detectors (``"odin"``, ``"rankfeat"``; see
         :mod:`semshift.features.model_detectors`) computed on each batch and stored as 1-D
         float32 arrays named after them.
+    executor : {"local", "ray"}
+        ``"ray"`` spreads the shards over Ray actors (one per GPU where the cluster has GPUs,
+        else one per CPU), each writing its own shards into the same store; connect with
+        ``ray.init(...)`` first, else a local Ray is started. Needs the ``ray`` extra.
+    ray_workers : int, optional
+        Number of Ray actors (default: GPUs, else CPUs of the cluster).
     progress : bool
         Show a progress bar (images/s, ETA).
     fsync : bool
@@ -192,8 +200,15 @@ def extract(
         raise InputError(f"batch size and shard size must be >= 1, got {batch_size}, {shard_size}")
     if workers < 0:
         raise InputError(f"workers must be >= 0, got {workers}")
+    if executor not in ("local", "ray"):
+        raise InputError(f"executor {executor!r}: use 'local' or 'ray'")
     resize, crop = parse_preset(preset)
-    dev = resolve_device(device)
+    if executor == "ray":
+        from semshift.features.ray_executor import ray_device
+
+        dev = ray_device(device)
+    else:
+        dev = resolve_device(device)
     use_amp = dev.type == "cuda" if amp is None else bool(amp)
     const_groups: dict[str, Any] = dict(groups or {})
     if corruption is not None:
@@ -249,43 +264,22 @@ def extract(
     done = writer.done
     todo = [k for k in range(n_shards) if k not in done]
     done_rows = sum(min(n, (k + 1) * shard_size) - k * shard_size for k in done)
-    dataset = ImageDataset(source, preset, model.mean, model.std, corruption)
-    loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
-        dataset,  # type: ignore[arg-type]
-        batch_sampler=list(_batches(todo, n, shard_size, batch_size)),
-        num_workers=workers,
-        pin_memory=dev.type == "cuda",
-    )
-    acc = _empty(spec)
-    seen = 0
+    job = ShardJob(
+        model=model, source=source, preset=preset, corruption=corruption, detectors=detectors,
+        spec=spec, const_groups=const_groups, n=n, shard_size=shard_size, batch_size=batch_size,
+        workers=workers, amp=use_amp,
+    )  # fmt: skip
     t0 = time.perf_counter()
-    processed = 0
-    with _progress(progress, n, done_rows) as bar, torch.inference_mode():
+    processed = sum(min(n, (k + 1) * shard_size) - k * shard_size for k in todo)
+    with _progress(progress, n, done_rows) as bar:
         task = bar.add_task("extract", total=n, completed=done_rows)
-        for x, idx, errs in loader:
-            idx_list = [int(i) for i in idx]
-            k = idx_list[0] // shard_size
-            ok = [j for j, e in enumerate(errs) if not e]
-            for j, e in enumerate(errs):
-                if e:
-                    i = idx_list[j]
-                    acc["skip"].append({"sample_id": i, "path": source.names[i], "reason": e})
-            if ok:
-                xb = x[ok].to(dev, non_blocking=True)
-                with torch.autocast(dev.type, dtype=torch.float16, enabled=use_amp):
-                    logits, feats = model(xb)
-                    for det in detectors:
-                        acc[det.name].append(det.score(model, xb).float().cpu().numpy())
-                acc["logits"].append(logits.float().cpu().numpy())
-                acc["features"].append(feats.float().cpu().numpy())
-                acc["ok"].extend(idx_list[j] for j in ok)
-            seen += len(idx_list)
-            processed += len(idx_list)
-            bar.advance(task, len(idx_list))
-            if seen == min(n, (k + 1) * shard_size) - k * shard_size:
-                _flush(writer, k, acc, source, const_groups, spec)
-                acc = _empty(spec)
-                seen = 0
+        if executor == "local":
+            job.run(todo, writer, dev, lambda m: bar.advance(task, m))
+        else:
+            from semshift.features.ray_executor import run_on_ray
+
+            run_on_ray(job, todo, writer, dev, lambda m: bar.advance(task, m), ray_workers)
+            writer.reload()
     store = writer.finalize(
         {
             "model": model.name,
@@ -325,6 +319,76 @@ def extract(
         device=str(dev) + (" (float16 autocast)" if use_amp else ""),
         skip_reasons=dict(reasons),
     )
+
+
+@dataclass
+class ShardJob:
+    """Everything needed to compute and write shards; the same for every executor.
+
+    Shard k covers samples ``k * shard_size ..``; its batches never cross the shard boundary,
+    so any process computing shard k produces the same arrays.
+    """
+
+    model: ModelAdapter
+    source: ImageSource
+    preset: str
+    corruption: Callable[[Any, int], Any] | None
+    detectors: list[ModelDetector]
+    spec: dict[str, tuple[int, ...]]
+    const_groups: dict[str, Any]
+    n: int
+    shard_size: int
+    batch_size: int
+    workers: int
+    amp: bool
+
+    def shard_rows(self, k: int) -> int:
+        return min(self.n, (k + 1) * self.shard_size) - k * self.shard_size
+
+    def run(
+        self,
+        shards: Sequence[int],
+        writer: StoreWriter,
+        dev: torch.device,
+        advance: Callable[[int], Any] = lambda m: None,
+    ) -> None:
+        """Compute ``shards`` on ``dev`` and write each one as soon as it is complete."""
+        model, source, spec = self.model, self.source, self.spec
+        model.to(dev)
+        model.module.eval()
+        dataset = ImageDataset(source, self.preset, model.mean, model.std, self.corruption)
+        loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
+            dataset,  # type: ignore[arg-type]
+            batch_sampler=list(_batches(list(shards), self.n, self.shard_size, self.batch_size)),
+            num_workers=self.workers,
+            pin_memory=dev.type == "cuda",
+        )
+        acc = _empty(spec)
+        seen = 0
+        with torch.inference_mode():
+            for x, idx, errs in loader:
+                idx_list = [int(i) for i in idx]
+                k = idx_list[0] // self.shard_size
+                ok = [j for j, e in enumerate(errs) if not e]
+                for j, e in enumerate(errs):
+                    if e:
+                        i = idx_list[j]
+                        acc["skip"].append({"sample_id": i, "path": source.names[i], "reason": e})
+                if ok:
+                    xb = x[ok].to(dev, non_blocking=True)
+                    with torch.autocast(dev.type, dtype=torch.float16, enabled=self.amp):
+                        logits, feats = model(xb)
+                        for det in self.detectors:
+                            acc[det.name].append(det.score(model, xb).float().cpu().numpy())
+                    acc["logits"].append(logits.float().cpu().numpy())
+                    acc["features"].append(feats.float().cpu().numpy())
+                    acc["ok"].extend(idx_list[j] for j in ok)
+                seen += len(idx_list)
+                advance(len(idx_list))
+                if seen == self.shard_rows(k):
+                    _flush(writer, k, acc, source, self.const_groups, spec)
+                    acc = _empty(spec)
+                    seen = 0
 
 
 def _reason_kind(reason: str) -> str:

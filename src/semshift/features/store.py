@@ -276,6 +276,32 @@ class StoreWriter:
         self._records: dict[int, _ShardRecord] = {}
         self._load_records()
 
+    @classmethod
+    def attach(
+        cls, path: str | Path, *, arrays: Mapping[str, Sequence[int]], fsync: bool = True
+    ) -> StoreWriter:
+        """A writer for a second process (e.g. a Ray worker) of a run another writer opened.
+
+        Nothing is verified, cleaned or loaded: the process only calls :meth:`write_shard` for
+        shards assigned to it. Shard files have distinct names and temporary files carry the
+        process id, so several processes can write into one store.
+        """
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self.arrays = {name: tuple(int(s) for s in shape) for name, shape in arrays.items()}
+        self.fsync = fsync
+        self.shard_dir = self.path / "shards"
+        if not (self.path / "run.json").is_file():
+            raise InputError(f"{self.path}: no run.json; open the store with StoreWriter first")
+        self.run = json.loads((self.path / "run.json").read_text())
+        self._records = {}
+        return self
+
+    def reload(self) -> None:
+        """Re-read the commit records (after other processes wrote shards)."""
+        self._records = {}
+        self._load_records()
+
     def _load_records(self) -> None:
         for rec_file in sorted(self.shard_dir.glob("[0-9]*.json")):
             try:
