@@ -45,8 +45,12 @@ def test_head_shapes() -> None:
 def test_labels_out_of_range(problem: Any, bad: int) -> None:
     y = problem.y_train.copy()
     y[17] = bad
-    with pytest.raises(InputError, match=rf"`labels` must lie in \[0, 6\); index 17 holds {bad}"):
+    with pytest.raises(
+        InputError, match=rf"`labels` must lie in \[0, 6\); index 17 holds {bad}"
+    ) as err:
         detectors.get("she").fit(features=problem.h_train, logits=problem.z_train, labels=y)
+    # the "-1 marks unknown samples" hint only where it applies
+    assert ("marks unknown" in str(err.value)) == (bad < 0)
 
 
 def test_labels_must_be_integers(problem: Any) -> None:

@@ -198,9 +198,10 @@ def validate_inputs(
         if lo < 0 or (out.n_classes is not None and hi >= out.n_classes):
             bad = int(np.argmax((lab < 0) | (lab >= (out.n_classes or hi + 1))))
             bound = f"[0, {out.n_classes})" if out.n_classes is not None else ">= 0"
+            hint = " (-1 marks unknown samples, which cannot be used for fitting)"
             raise InputError(
                 f"{owner}: `{label_name}` must lie in {bound}; index {bad} holds {int(lab[bad])}"
-                " (-1 marks unknown samples, which cannot be used for fitting)"
+                + (hint if int(lab[bad]) < 0 else "")
             )
         if out.n_classes is None:
             out.n_classes = hi + 1
