@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import json
 
 import numpy as np
@@ -68,6 +69,10 @@ def test_round_trip(stored):
     for name, sha in st.checksums().items():
         assert store_mod.sha256_file(st.path / "shards" / name) == sha
     st.verify()
+    # shards are plain .npy files, byte for byte what np.save writes
+    buf = io.BytesIO()
+    np.save(buf, feats[10:15])
+    assert (st.path / "shards" / "00002.features.npy").read_bytes() == buf.getvalue()
 
 
 def test_lazy_memmap_and_gather(stored):

@@ -53,6 +53,7 @@ import json
 import mmap
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -88,17 +89,44 @@ F32 = NDArray[np.float32]
 
 # --------------------------------------------------------------------------- atomic file writes
 class _HashingWriter:
-    """A write-only file wrapper feeding every byte to a SHA-256 (hashing costs no re-read)."""
+    """A write-only file wrapper feeding every byte to a SHA-256 (hashing costs no re-read).
+
+    Large chunks are hashed on a helper thread while the main thread writes them (both release
+    the GIL), so hashing adds little to the time of the write itself.
+    """
+
+    _THREAD_MIN = 1 << 20
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
         self.sha = hashlib.sha256()
         self.size = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
 
     def write(self, data: bytes | memoryview) -> int:
-        self.sha.update(data)
-        self.size += len(data)
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        n = len(data) if isinstance(data, bytes) else data.nbytes
+        if n >= self._THREAD_MIN:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="semshift-sha256")
+            self._pending = self._pool.submit(self.sha.update, data)
+        else:
+            self.sha.update(data)
+        self.size += n
         return self.f.write(data)
+
+    def finish(self) -> str:
+        """Wait for the hashing thread; the hex digest."""
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        return self.sha.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -136,7 +164,10 @@ def atomic_write(path: str | Path, write: Any, *, fsync: bool = True) -> tuple[s
     try:
         with open(tmp, "wb") as f:
             hw = _HashingWriter(f)
-            write(hw)
+            try:
+                write(hw)
+            finally:
+                digest = hw.finish()
             f.flush()
             if fsync:
                 os.fsync(f.fileno())
@@ -146,14 +177,23 @@ def atomic_write(path: str | Path, write: Any, *, fsync: bool = True) -> tuple[s
         raise
     if fsync:
         _fsync_dir(path.parent)
-    return hw.sha.hexdigest(), hw.size
+    return digest, hw.size
 
 
 def _write_npy(path: Path, arr: np.ndarray, *, fsync: bool = True) -> tuple[str, int]:
+    """``.npy`` format 1.0, the data written straight from the array's buffer (no copy)."""
     arr = np.ascontiguousarray(arr)
-    return atomic_write(
-        path, lambda f: np.lib.format.write_array(f, arr, allow_pickle=False), fsync=fsync
-    )
+    if arr.dtype.hasobject:
+        raise InputError(f"{path.name}: object arrays cannot be stored")
+
+    def write(f: Any) -> None:
+        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+        flat = arr.reshape(-1).view(np.uint8).data
+        step = 16 << 20
+        for start in range(0, flat.nbytes, step):
+            f.write(flat[start : start + step])
+
+    return atomic_write(path, write, fsync=fsync)
 
 
 def _write_parquet(path: Path, frame: pd.DataFrame, *, fsync: bool = True) -> tuple[str, int]:
