@@ -253,8 +253,8 @@ def nearest_distances(
     id_features: ArrayLike,
     test_features: ArrayLike,
     *,
-    block_test: int = 8192,
-    block_id: int = 65_536,
+    block_test: int = 4096,
+    block_id: int = 8192,
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Cosine distance from each test row to its nearest ID row, and that row's index.
 
@@ -274,18 +274,23 @@ def nearest_distances(
             raise InputError(
                 f"{name} has {int(bad.sum())} rows with NaN or inf (first: row {np.argmax(bad)})"
             )
-    x = _unit(x)
+    xt = np.ascontiguousarray(_unit(x).T)  # (d, N_id): column blocks are contiguous slices
     y = _unit(y)
     best = np.full(len(y), -np.inf, dtype=np.float32)
     arg = np.zeros(len(y), dtype=np.int64)
+    # one reused similarity buffer: fresh multi-GB blocks cost more than the products here
+    buf = np.empty((min(block_test, len(y)), min(block_id, len(x))), dtype=np.float32)
     for lo in range(0, len(y), block_test):
         yb = y[lo : lo + block_test]
+        rows = np.arange(len(yb))
         bb = best[lo : lo + block_test]
         ab = arg[lo : lo + block_test]
         for jlo in range(0, len(x), block_id):
-            sim = yb @ x[jlo : jlo + block_id].T
+            xb = xt[:, jlo : jlo + block_id]
+            sim = buf[: len(yb), : xb.shape[1]]
+            np.matmul(yb, xb, out=sim)
             j = sim.argmax(axis=1)
-            v = sim[np.arange(len(yb)), j]
+            v = sim[rows, j]
             better = v > bb
             bb[better] = v[better]
             ab[better] = j[better] + jlo
