@@ -104,3 +104,14 @@ def test_scores_stored_as_columns(tmp_path, images):
     np.testing.assert_allclose(rank, RankFeat().score(model, x).numpy(), rtol=1e-4, atol=1e-4)
     with pytest.raises(InputError, match="score names must be distinct"):
         extract(model, src, tmp_path / "t", scores=("odin", "odin"))
+
+
+def test_odin_ignores_autocast():
+    """Under (CUDA or CPU) autocast ODIN still runs in float32: T = 1000 needs the precision."""
+    model = load_model("resnet18", random_init=True, seed=0, num_classes=5)
+    x = torch.from_numpy(np.random.default_rng(3).normal(size=(2, 3, 32, 32))).float()
+    plain = Odin().score(model, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = Odin().score(model, x)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, plain, rtol=0, atol=0)

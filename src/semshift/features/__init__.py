@@ -1,11 +1,29 @@
 """semshift.features: stored logits and features of a model over an image set.
 
-The store (:mod:`semshift.features.store`) needs only NumPy, pandas and pyarrow. Model adapters,
-datasets, extraction and corruptions need the ``vision`` extra (torch, torchvision, timm,
-open_clip, safetensors) and are imported from their modules::
+Modules (a reader finds each thing by its file name):
+
+- :mod:`~semshift.features.store`: the feature store (Parquet index, memory-mapped float32 shards,
+  head, ``meta.json`` with checksums, skipped-image manifest), selections, blocks,
+  concatenation. Needs only NumPy, pandas and pyarrow; imported here.
+- :mod:`~semshift.features.models`: model adapters (torchvision, timm, open_clip, forward hook),
+  the model registry, safe weight loading, seeded Kaiming initialisation.
+- :mod:`~semshift.features.data`: image sources (folder tree, file list) and presets.
+- :mod:`~semshift.features.extract`: resumable extraction into a store (``semshift extract``).
+- :mod:`~semshift.features.model_detectors`: ``odin`` and ``rankfeat``, computed during
+  extraction and stored as score columns.
+- :mod:`~semshift.features.corruptions`: ImageNet-C corruptions (covariate shift).
+- :mod:`~semshift.features.ray_executor`: extraction on a Ray cluster (``--executor ray``).
+
+All but the store need the ``vision`` extra (torch, torchvision, timm, open_clip, safetensors);
+import them from their modules::
 
     from semshift.features.models import load_model
     from semshift.features.extract import extract
+
+Detectors and metrics take plain arrays; a store selection gives them::
+
+    store = open_store("runs/resnet50")
+    logits, features = store.select(split="id_test").arrays("logits", "features")
 """
 
 from __future__ import annotations

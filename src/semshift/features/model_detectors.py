@@ -87,7 +87,14 @@ class Odin(ModelDetector):
 
     def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
         t = self.temperature
-        with torch.inference_mode(False), torch.enable_grad():
+        # float32 even under CUDA autocast: at T = 1000 the signal is in the 5th digit of the
+        # logits, below float16 resolution
+        with (
+            torch.autocast(x.device.type, enabled=False),
+            torch.inference_mode(False),
+            torch.enable_grad(),
+        ):
+            x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
             xg = x.detach().clone().requires_grad_(True)
             logits = _f32(adapter(xg)[0]) / t
             yhat = logits.argmax(dim=1)
@@ -96,7 +103,7 @@ class Odin(ModelDetector):
         step = torch.sign(grad.detach())
         std = torch.tensor(adapter.std, dtype=step.dtype, device=step.device).view(1, -1, 1, 1)
         x2 = x.detach() - self.epsilon * step / std
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
             out = _f32(adapter(x2)[0]) / t
         return torch.softmax(out, dim=1).max(dim=1).values
 

@@ -315,6 +315,7 @@ class StoreWriter:
         for tmp in list(self.path.glob(".*.tmp-*")) + list(self.shard_dir.glob(".*.tmp-*")):
             tmp.unlink(missing_ok=True)  # leftovers of a killed write: never trusted
         self._records: dict[int, _ShardRecord] = {}
+        self._frames: dict[int, pd.DataFrame] = {}
         self._load_records()
 
     @classmethod
@@ -336,6 +337,7 @@ class StoreWriter:
             raise InputError(f"{self.path}: no run.json; open the store with StoreWriter first")
         self.run = json.loads((self.path / "run.json").read_text())
         self._records = {}
+        self._frames = {}
         return self
 
     def reload(self) -> None:
@@ -420,6 +422,7 @@ class StoreWriter:
         rec = _ShardRecord(k, n, files, [_jsonable(dict(s)) for s in skipped])
         _write_json(self.shard_dir / f"{name}.json", rec.to_json(), fsync=self.fsync)
         self._records[k] = rec
+        self._frames[k] = frame  # finalize() needs not read it back
 
     def finalize(
         self,
@@ -451,7 +454,10 @@ class StoreWriter:
         recs = [self._records[k] for k in expected]
         frames = []
         for rec in recs:
-            part = pd.read_parquet(self.shard_dir / rec.files["index"]["file"])
+            part = self._frames.get(rec.shard)
+            if part is None:  # written by an earlier run or another process
+                part = pd.read_parquet(self.shard_dir / rec.files["index"]["file"])
+            part = part.copy()
             part["shard"] = np.int32(rec.shard)
             part["row"] = np.arange(len(part), dtype=np.int32)
             frames.append(part)
