@@ -169,3 +169,26 @@ def test_cli_extract_small(tmp_path, images, capsys):
     assert st.head[0].shape == (1000, st.array_specs["features"]["shape"][0])
     assert st.meta["classes"]["ids"] == ["cat", "dog", "owl"]
     assert set(st.index["split"]) == {"ood"}
+
+
+def test_cli_file_list_with_labels(tmp_path, images, capsys):
+    classes = tmp_path / "classes.txt"
+    classes.write_text("owl\ncat\ndog\nfox\n")
+    lst = tmp_path / "list.txt"
+    lst.write_text(
+        f"{images}/cat/0000.png cat\n{images}/owl/0001.png 0\n{images}/dog/0002.png\n"
+        f"{images}/missing.png fox\n"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["extract", "--model", "timm/test_resnet", "--random-init", "--data", str(lst),
+              "--classes", str(classes), "--out", str(tmp_path / "s"), "--preset",
+              "resize36-crop32", "--workers", "0", "--no-progress"])  # fmt: skip
+    assert exc.value.code == 0
+    assert "3 of 4 images stored in 1 shards (0 resumed), 1 skipped" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    st = open_store(tmp_path / "s")
+    assert st.labels.tolist() == [1, 0, -1]
+    assert st.head[0].shape[0] == 4  # --num-classes defaults to the class list's length
+    assert st.skipped["path"].tolist() == [f"{images}/missing.png"]
+    assert st.skipped["reason"].str.startswith("unreadable image").all()
