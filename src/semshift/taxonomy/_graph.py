@@ -312,16 +312,22 @@ def entry_spd(table: AncestorTable, nodes: IntArray) -> IntArray:
     return spd
 
 
-def pair_updist(table: AncestorTable, a: IntArray, b: IntArray) -> NDArray[np.int64]:
-    """Element-wise :func:`pairwise_updist` for pairs ``(a[i], b[i])`` (NO_PATH where none)."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    owner, pos = gather(table.ptr, a)
-    look_keys = b[owner] * table.n + table.anc[pos]
+def _pair_common(
+    table: AncestorTable, a: IntArray, b: IntArray
+) -> tuple[IntArray, IntArray, IntArray, NDArray[np.bool_]]:
+    """For pairs ``(a[i], b[i])``: every ancestor entry of ``a[i]`` (owner i, position ``pos``),
+    the position ``look`` of the same ancestor in ``b[i]``'s row and whether it is there."""
+    owner, pos = gather(table.ptr, np.asarray(a, dtype=np.int64))
+    look_keys = np.asarray(b, dtype=np.int64)[owner] * table.n + table.anc[pos]
     keys = table.keys
     look = np.searchsorted(keys, look_keys)
     look[look == len(keys)] = 0
-    hit = keys[look] == look_keys
+    return owner, pos, look, keys[look] == look_keys
+
+
+def pair_updist(table: AncestorTable, a: IntArray, b: IntArray) -> NDArray[np.int64]:
+    """Element-wise :func:`pairwise_updist` for pairs ``(a[i], b[i])`` (NO_PATH where none)."""
+    owner, pos, look, hit = _pair_common(table, a, b)
     total = np.where(hit, table.dist[pos] + table.dist[look], NO_PATH)
     out = np.full(len(a), NO_PATH, dtype=np.int64)
     np.minimum.at(out, owner, total)
@@ -340,14 +346,7 @@ def pair_argmax(
 
     -1 where a pair has no common ancestor.
     """
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    owner, pos = gather(table.ptr, a)
-    look_keys = b[owner] * table.n + table.anc[pos]
-    keys = table.keys
-    look = np.searchsorted(keys, look_keys)
-    look[look == len(keys)] = 0
-    hit = keys[look] == look_keys
+    owner, pos, look, hit = _pair_common(table, a, b)
     val = np.where(hit, key[table.anc[pos]] + a_value[pos] + b_value[look], -1)
     out = np.full(len(a), -1, dtype=np.int64)
     np.maximum.at(out, owner, val)
