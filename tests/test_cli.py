@@ -164,3 +164,67 @@ def test_splits_graded_from_npy_files(tmp_path):
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and "LAID expects features of dimension 8" in bad.stderr
+
+
+def test_splits_ambiguity_reads_feature_stores(tmp_path):
+    """Rule 5 from two feature stores: candidate images near ID images are dropped."""
+    import numpy as np
+
+    from semshift.features import write_store
+
+    rng = np.random.default_rng(0)
+    id_feats = rng.normal(size=(50, 6)).astype(np.float32)
+    write_store(
+        tmp_path / "id",
+        index=pd.DataFrame({"path": [f"id{i}.jpg" for i in range(50)], "split": ["val"] * 50}),
+        arrays={"features": id_feats},
+        fsync=False,
+    )
+    near = id_feats[:3] + 0.001
+    far = rng.normal(size=(5, 6)).astype(np.float32) + 20
+    cand = np.concatenate([near, far])
+    labels = [0, 0, 0, 1, 1, 1, 1, 1]
+    write_store(
+        tmp_path / "cand",
+        index=pd.DataFrame({"path": [f"c{i}.jpg" for i in range(8)], "label": labels}),
+        arrays={"features": cand},
+        meta={"classes": {"ids": ["n001", "n002"]}},
+        fsync=False,
+    )
+    res = run(
+        "splits",
+        "ambiguity",
+        "--id-store",
+        "id",
+        "--candidates",
+        "cand",
+        "--threshold",
+        "0.5",
+        "--id-select",
+        "split=val",
+        "--out",
+        "amb",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    images = pd.read_csv(tmp_path / "amb" / "images.csv")
+    assert images["dropped"].tolist() == [True] * 3 + [False] * 5
+    assert images["nearest_id"].tolist()[:3] == [0, 1, 2]
+    classes = pd.read_csv(tmp_path / "amb" / "classes.csv").set_index("class")
+    assert classes.loc["n001", "dropped"] and not classes.loc["n002", "dropped"]
+    bad = run(
+        "splits",
+        "ambiguity",
+        "--id-store",
+        "id",
+        "--candidates",
+        "cand",
+        "--threshold",
+        "0.5",
+        "--id-select",
+        "split",
+        "--out",
+        "amb2",
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "--id-select: expected KEY=VALUE" in bad.stderr

@@ -388,6 +388,64 @@ def splits_graded(
     console.print(f"{len(samples)} test images | wrote {out}/levels.csv, cells.csv")
 
 
+def _group_filter(items: list[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SemshiftError(f"{option}: expected KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+@splits_app.command("ambiguity")
+def splits_ambiguity(
+    id_store: Annotated[Path, typer.Option(help="Feature store of ID images.")],
+    candidates: Annotated[Path, typer.Option(help="Feature store of candidate OOD images.")],
+    threshold: Annotated[float, typer.Option(help="Drop images nearer than this to an ID image.")],
+    out: Annotated[Path, typer.Option(help="Output directory (images.csv, classes.csv).")],
+    id_select: Annotated[
+        list[str] | None, typer.Option(help="Group filter on the ID store, KEY=VALUE.")
+    ] = None,
+    max_fraction: Annotated[
+        float, typer.Option(help="Drop classes with more than this fraction of dropped images.")
+    ] = 0.5,
+    metric: Annotated[str, typer.Option(help="euclidean or cosine.")] = "euclidean",
+) -> None:
+    """ImageNet-OOD rule 5: drop candidate images (and classes) visually close to ID images."""
+    import numpy as np
+
+    from semshift.features import open_store
+    from semshift.splits.cleaning import visual_ambiguity
+
+    ids = open_store(id_store)
+    sel = ids.select(**_group_filter(id_select, "--id-select")) if id_select else ids.all()
+    cand = open_store(candidates)
+    (id_feats,) = sel.arrays("features")
+    (cand_feats,) = cand.all().arrays("features")
+    classes_meta = cand.meta.get("classes") or {}
+    class_ids = classes_meta.get("ids") if isinstance(classes_meta, dict) else classes_meta
+    labels = cand.labels
+    if class_ids:
+        names = np.asarray(list(class_ids), dtype=object)
+        cls = np.where(labels >= 0, names[np.maximum(labels, 0)], "unknown")
+    else:
+        cls = labels.astype(str)
+    images, per_class = visual_ambiguity(
+        id_feats, cand_feats, cls, threshold=threshold, max_fraction=max_fraction, metric=metric
+    )
+    images.insert(0, "path", cand.index["path"].to_numpy())
+    out.mkdir(parents=True, exist_ok=True)
+    images.to_csv(out / "images.csv", index=False)
+    per_class.to_csv(out / "classes.csv", index=False)
+    console.print(
+        f"{int(images['dropped'].sum())} of {len(images)} candidate images within {threshold} "
+        f"of an ID image ({len(id_feats)} ID images); {int(per_class['dropped'].sum())} of "
+        f"{len(per_class)} classes dropped (> {max_fraction:.0%} of their images) | wrote "
+        f"{out}/images.csv, classes.csv"
+    )
+
+
 @splits_app.command("show")
 def splits_show(
     manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
