@@ -446,6 +446,43 @@ def splits_ambiguity(
     )
 
 
+@splits_app.command("laid")
+def splits_laid(
+    model: Annotated[str, typer.Option(help="An image-text model, open_clip/<name>.")],
+    out: Annotated[Path, typer.Option(help="Where to save the LAID matrix (.npz).")],
+    weights: Annotated[Path | None, typer.Option(help="Local weights of the model.")] = None,
+    random_init: Annotated[
+        bool, typer.Option("--random-init", help="Random weights (for testing the pipeline).")
+    ] = False,
+    labels: Annotated[
+        str, typer.Option(help="Semantic labels: a class list (names of its classes).")
+    ] = "imagenet1k",
+    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    triplets: Annotated[int, typer.Option(help="Training triplets.")] = 20_000,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 50,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Train the IS-OOD LAID decomposition on CLIP text embeddings of template x label texts."""
+    from semshift.features.models import load_model
+    from semshift.splits.graded import COVARIATE_TEMPLATES, fit_laid_from_text
+    from semshift.splits.ssb import resolve_classes
+    from semshift.taxonomy import load_taxonomy
+
+    if not model.startswith("open_clip/"):
+        raise SemshiftError(f"--model {model!r}: LAID needs an image-text model, open_clip/<name>")
+    tax = load_taxonomy(taxonomy)
+    ids, _ = resolve_classes(tax, labels, "labels")
+    names = tax.labels(ids)
+    encoder = load_model(model, weights=weights, random_init=random_init, seed=seed)
+    laid = fit_laid_from_text(encoder, names, n_triplets=triplets, seed=seed, epochs=epochs)
+    path = laid.save(out)
+    console.print(
+        f"LAID {laid.dim} x {laid.dim} from {triplets} triplets ({len(names)} labels x "
+        f"{len(COVARIATE_TEMPLATES)} templates); orthogonality error "
+        f"{laid.orthogonality_error():.3g} | wrote {path}"
+    )
+
+
 @splits_app.command("show")
 def splits_show(
     manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],

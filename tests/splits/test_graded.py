@@ -146,3 +146,60 @@ def test_graded_grid_levels_follow_the_planted_shift():
     assert samples["cell_valid"].to_numpy().sum() == cells.loc[cells.valid, "count"].sum()
     with pytest.raises(InputError, match="LAID expects features of dimension 8"):
         graded_grid(base[:, :4], test, laid)
+
+
+TINY_CLIP = {
+    "embed_dim": 16,
+    "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+}
+
+
+def test_laid_from_clip_text_embeddings_and_cli(tmp_path, capsys):
+    """LAID on a (tiny, randomly initialised) open_clip text tower, through Python and the CLI."""
+    from semshift.cli import main
+    from semshift.features.models import load_model, register_open_clip_config
+    from semshift.splits.graded import fit_laid_from_text
+
+    register_open_clip_config("semshift-laid-clip", TINY_CLIP)
+    clip = load_model("open_clip/semshift-laid-clip", random_init=True, seed=0)
+    labels = ["dog", "cat", "airliner", "teapot", "violin"]
+    laid = fit_laid_from_text(
+        clip, labels, templates=COVARIATE_TEMPLATES[:10], n_triplets=400, epochs=3, batch_size=200
+    )
+    assert laid.dim == 16 and laid.meta["triplets"] == 400
+    assert laid.orthogonality_error() < 0.5
+    # the semantic half separates labels better than the raw embedding does, on training texts
+    st, ss, _ = laid_triplets(labels, COVARIATE_TEMPLATES[:10], n=400)
+    e_st, e_ss = clip.encode(st), clip.encode(ss)
+    sem_st, _ = laid.transform(e_st)
+    sem_ss, _ = laid.transform(e_ss)
+
+    def cos(a, b):
+        return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+    assert (1 - cos(sem_st, sem_ss)).mean() > (1 - cos(e_st, e_ss)).mean()
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            [
+                "splits",
+                "laid",
+                "--model",
+                "open_clip/semshift-laid-clip",
+                "--random-init",
+                "--labels",
+                "imagenet1k",
+                "--triplets",
+                "300",
+                "--epochs",
+                "2",
+                "--out",
+                str(tmp_path / "laid.npz"),
+            ]
+        )
+    assert exit_.value.code == 0
+    assert LAID.load(tmp_path / "laid.npz").dim == 16
+    assert "LAID 16 x 16 from 300 triplets (1000 labels" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["splits", "laid", "--model", "resnet50", "--random-init", "--out", "x.npz"])
+    assert exit_.value.code == 2

@@ -40,6 +40,7 @@ __all__ = [
     "COVARIATE_TEMPLATES",
     "LAID",
     "bin_levels",
+    "fit_laid_from_text",
     "graded_grid",
     "laid_triplets",
     "nearest_distances",
@@ -243,6 +244,38 @@ def train_laid(
         W=w.detach().numpy().astype(np.float64),
         meta={"margin": margin, "epochs": epochs, "lr": lr, "seed": seed, "final_loss": last},
     )
+
+
+def fit_laid_from_text(
+    encoder: Any,
+    labels: Sequence[str],
+    *,
+    templates: Sequence[str] = COVARIATE_TEMPLATES,
+    n_triplets: int = 20_000,
+    seed: int = 0,
+    **train_kwargs: Any,
+) -> LAID:
+    """Train LAID on the text embeddings of ``n_triplets`` template x label triplets.
+
+    ``encoder`` is any text encoder with ``encode(texts) -> (n, l)`` in the image-text space the
+    LAID matrix will be applied to (a CLIP text tower, e.g. the open_clip adapter of
+    :mod:`semshift.features.models`). Each distinct text is embedded once.
+    """
+    st, ss, cs = laid_triplets(labels, templates, n=n_triplets, seed=seed)
+    texts = sorted(set(st) | set(ss) | set(cs))
+    emb = np.asarray(encoder.encode(texts), dtype=np.float32)
+    if emb.ndim != 2 or len(emb) != len(texts):
+        raise InputError(f"the text encoder returned shape {emb.shape} for {len(texts)} texts")
+    row = {t: i for i, t in enumerate(texts)}
+    take = lambda group: emb[[row[t] for t in group]]  # noqa: E731
+    laid = train_laid(take(st), take(ss), take(cs), seed=seed, **train_kwargs)
+    laid.meta = {
+        **(laid.meta or {}),
+        "labels": len(labels),
+        "templates": len(templates),
+        "triplets": n_triplets,
+    }
+    return laid
 
 
 def _unit(x: NDArray[np.float32]) -> NDArray[np.float32]:
