@@ -191,40 +191,14 @@ def test_splits_ambiguity_reads_feature_stores(tmp_path):
         meta={"classes": {"ids": ["n001", "n002"]}},
         fsync=False,
     )
-    res = run(
-        "splits",
-        "ambiguity",
-        "--id-store",
-        "id",
-        "--candidates",
-        "cand",
-        "--threshold",
-        "0.5",
-        "--id-select",
-        "split=val",
-        "--out",
-        "amb",
-        cwd=tmp_path,
-    )
+    base = ["splits", "ambiguity", "--id-store", "id", "--candidates", "cand",
+            "--threshold", "0.5"]  # fmt: skip
+    res = run(*base, "--id-select", "split=val", "--out", "amb", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     images = pd.read_csv(tmp_path / "amb" / "images.csv")
     assert images["dropped"].tolist() == [True] * 3 + [False] * 5
     assert images["nearest_id"].tolist()[:3] == [0, 1, 2]
     classes = pd.read_csv(tmp_path / "amb" / "classes.csv").set_index("class")
     assert classes.loc["n001", "dropped"] and not classes.loc["n002", "dropped"]
-    bad = run(
-        "splits",
-        "ambiguity",
-        "--id-store",
-        "id",
-        "--candidates",
-        "cand",
-        "--threshold",
-        "0.5",
-        "--id-select",
-        "split",
-        "--out",
-        "amb2",
-        cwd=tmp_path,
-    )
+    bad = run(*base, "--id-select", "split", "--out", "amb2", cwd=tmp_path)
     assert bad.returncode == 2 and "--id-select: expected KEY=VALUE" in bad.stderr

@@ -36,6 +36,9 @@ app.add_typer(taxonomy_app, name="taxonomy")
 
 console = Console()
 
+#: the --taxonomy option every taxonomy-aware command takes
+TaxonomyOption = Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")]
+
 
 def _version(value: bool) -> None:
     if value:
@@ -73,7 +76,7 @@ def splits_ssb(
             help="Candidates: shipped list or file (custom taxonomy: default all leaves)."
         ),
     ] = None,
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
     graph: Annotated[str | None, typer.Option(help="induced-tree or dag.")] = None,
     measure: Annotated[str | None, typer.Option(help="path, lch, wup or gap.")] = None,
     aggregation: Annotated[str | None, typer.Option(help="sum, mean, median or nearest.")] = None,
@@ -169,7 +172,7 @@ def splits_cleaning(
         str, typer.Option("--id", help="ID classes: shipped list name or file of ids.")
     ] = "imagenet1k",
     pool: Annotated[str, typer.Option(help="Candidates: shipped list or file.")] = "imagenet21k-p",
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
     exclude_subtree: Annotated[
         list[str] | None,
         typer.Option(help="Subtree to drop (repeatable; default organism.n.01)."),
@@ -220,7 +223,7 @@ def splits_zsl(
     classes: Annotated[str, typer.Option(help="The dataset's classes: list name or file.")],
     images: Annotated[Path, typer.Option(help="Image list: 'path label' lines or a CSV.")],
     out: Annotated[Path, typer.Option(help="Output directory (split.json, images.csv).")],
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
     unseen: Annotated[str | None, typer.Option(help="Explicit unseen classes (file).")] = None,
     unseen_fraction: Annotated[float, typer.Option(help="Fraction of classes unseen.")] = 0.2,
     val_fraction: Annotated[float, typer.Option(help="Fraction of seen classes for val.")] = 0.2,
@@ -306,7 +309,7 @@ def splits_superclass(
     pool: Annotated[str, typer.Option(help="Candidate sub-classes: list or file.")] = (
         "imagenet21k-p"
     ),
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
     levels: Annotated[int, typer.Option(help="Hyponym levels gathered below a node.")] = 2,
     min_subclasses: Annotated[int, typer.Option(help="Drop smaller super-classes.")] = 10,
     threshold: Annotated[float, typer.Option(help="Cosine threshold of the text fallback.")] = 0.5,
@@ -457,7 +460,7 @@ def splits_laid(
     labels: Annotated[
         str, typer.Option(help="Semantic labels: a class list (names of its classes).")
     ] = "imagenet1k",
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
     triplets: Annotated[int, typer.Option(help="Training triplets.")] = 20_000,
     epochs: Annotated[int, typer.Option(help="Training epochs.")] = 50,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
@@ -504,7 +507,7 @@ def splits_show(
 @taxonomy_app.command("show")
 def taxonomy_show(
     node: Annotated[str, typer.Argument(help="wnid, synset name (dog.n.01), lemma or custom id.")],
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
 ) -> None:
     """Show a node: names, gloss, depth, parents, children and its path to the root."""
     from semshift.taxonomy import load_taxonomy
@@ -525,7 +528,7 @@ def taxonomy_show(
 def taxonomy_distance(
     a: Annotated[str, typer.Argument(help="First node.")],
     b: Annotated[str, typer.Argument(help="Second node.")],
-    taxonomy: Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")] = "wordnet",
+    taxonomy: TaxonomyOption = "wordnet",
 ) -> None:
     """Path distance, Leacock-Chodorow and Wu-Palmer similarity of two nodes."""
     from semshift.taxonomy import load_taxonomy
