@@ -5,10 +5,12 @@ from __future__ import annotations
 import errno
 import io
 import json
+import pathlib
 
 import numpy as np
 import pandas as pd
 import pytest
+import xxhash
 
 from semshift.errors import InputError
 from semshift.features import StoreWriter, concat_stores, open_store, write_store
@@ -65,9 +67,11 @@ def test_round_trip(stored):
         "logits": {"shape": [5], "dtype": "float32"},
         "features": {"shape": [7], "dtype": "float32"},
     }
-    # per-shard checksums are the SHA-256 of the files on disk
-    for name, sha in st.checksums().items():
-        assert store_mod.sha256_file(st.path / "shards" / name) == sha
+    # per-shard checksums are the XXH3-128 of the files on disk (xxhash's reference digest)
+    for name, digest in st.checksums().items():
+        data = (st.path / "shards" / name).read_bytes()
+        assert digest == "xxh3_128:" + xxhash.xxh3_128(data).hexdigest()
+        assert store_mod.file_checksum(st.path / "shards" / name) == digest
     st.verify()
     # shards are plain .npy files, byte for byte what np.save writes
     buf = io.BytesIO()
@@ -270,3 +274,26 @@ def test_writer_input_errors(tmp_path):
         StoreWriter(tmp_path / "b", arrays={"logits": (3,)})
     meta = json.loads((tmp_path / "b" / "meta.json").read_text())
     assert meta["n_rows"] == 0 and meta["format"] == store_mod.FORMAT_VERSION
+
+
+def test_sha256_store_of_older_versions_still_verifies(tmp_path: pathlib.Path) -> None:
+    """Stores written before XXH3 recorded ``sha256``; they open, verify and detect damage."""
+    idx = pd.DataFrame({"path": [f"im{i}.png" for i in range(6)], "label": [0, 1, 2, 0, 1, 2]})
+    arr = np.arange(18, dtype=np.float32).reshape(6, 3)
+    write_store(tmp_path / "s", index=idx, arrays={"logits": arr}, shard_size=4)
+    meta_path = tmp_path / "s" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for shard in meta["shards"]:
+        for info in shard["files"].values():
+            del info["checksum"]
+            info["sha256"] = store_mod.sha256_file(tmp_path / "s" / "shards" / info["file"])
+    meta_path.write_text(json.dumps(meta))
+    st = open_store(tmp_path / "s")
+    st.verify()
+    assert all(v.startswith("sha256:") for v in st.checksums().values())
+    shard = tmp_path / "s" / "shards" / "00000.logits.npy"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="checksum differs"):
+        open_store(tmp_path / "s").verify()
