@@ -1,0 +1,248 @@
+"""Vectorised bootstrap of one reference score set against many subsets, for many detectors.
+
+The protocols need percentile CIs for thousands of (detector, subset) pairs: 24 detectors x 64
+grid cells of 5,000 OOD samples against 50,000 ID samples, 1,000 resamples each. Calling
+:func:`semshift.metrics.bootstrap_ci` per pair would redraw and re-sort the ID side every time.
+Here the work is shared:
+
+- **draws** (per block of resamples): the reference multiplicities are drawn once and every
+  subset's multiplicities once, in sample order; they are shared by every detector (a paired
+  bootstrap: the same resampled images for every detector);
+- **per detector**: the reference multiplicities are permuted into that detector's ascending
+  score order and cumulated once per resample (``cum[b, i]`` = resampled reference samples among
+  the ``i`` lowest scores);
+- **per subset**: the positions of its scores among the sorted reference scores are found once
+  (``searchsorted``); each resample's AUROC is then a dot product of the subset's
+  multiplicities with ``cum`` read at those positions (ties count 1/2), exactly as in
+  :func:`semshift.metrics.stats._auroc_block`.
+
+Seed semantics: ``numpy.random.default_rng(seed)``; per block of ``b`` resamples the reference
+indices ``(b, n_ref)`` are drawn, then each subset's ``(b, n_c)`` in subset order, with
+``b = max(1, min(n_resamples, 2**22 // (n_ref + sum n_c)))``. With one subset this is exactly
+the stream of :func:`semshift.metrics.bootstrap_ci` on ``concatenate((ref, subset))`` with
+``is_ood`` marking the subset, so the CIs are identical to it; with several subsets each
+subset's resamples are still a stratified bootstrap of (reference, subset), only the draws differ.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from semshift.metrics.ranking import _n_required
+from semshift.metrics.stats import _BLOCK_ELEMENTS, _counts
+
+__all__ = ["BootstrapStats", "percentile_ci", "ranked_bootstrap"]
+
+FloatArray = NDArray[np.float64]
+
+#: statistics :func:`ranked_bootstrap` can resample
+STATS = ("auroc", "fpr95", "oscr", "auroc_correct", "auroc_incorrect", "acc")
+
+
+@dataclass
+class BootstrapStats:
+    """Resampled statistics, each of shape (n_detectors, n_subsets, n_resamples).
+
+    A (detector, subset) pair without scores is NaN throughout. ``acc`` (resampled fraction of
+    correct reference samples) does not depend on the subset; it is stored per subset anyway.
+    """
+
+    values: dict[str, FloatArray]
+
+    def ci(self, stat: str, level: float) -> tuple[FloatArray, FloatArray]:
+        """Percentile interval per (detector, subset): two arrays (n_detectors, n_subsets)."""
+        return percentile_ci(self.values[stat], level)
+
+
+def percentile_ci(samples: FloatArray, level: float) -> tuple[FloatArray, FloatArray]:
+    """Percentile interval over the last axis (linear interpolation, as ``bootstrap_ci``).
+
+    NaN resamples (a statistic undefined in that resample) are left out; all-NaN rows give
+    NaN bounds.
+
+    Parameters
+    ----------
+    samples : ndarray of float, shape (..., n_resamples)
+    level : float
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    low, high : ndarray of float, shape (...)
+    """
+    alpha = (1.0 - float(level)) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN bounds
+        q = np.nanquantile(samples, [alpha, 1.0 - alpha], axis=-1)
+    return q[0], q[1]
+
+
+def _blocks(
+    rng: np.random.Generator, n_ref: int, sizes: Sequence[int], n_resamples: int
+) -> Iterator[tuple[NDArray[np.int64], FloatArray]]:
+    """Multiplicities per block of resamples, transposed: reference (n_ref, b) and all subsets
+    concatenated (sum n_c, b), each in sample order."""
+    total = n_ref + int(sum(sizes))
+    block = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(total, 1)))
+    done = 0
+    while done < n_resamples:
+        b = min(block, n_resamples - done)
+        w_ref = np.ascontiguousarray(_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref).T)
+        w_sub = np.empty((total - n_ref, b))
+        off = 0
+        for n in sizes:
+            w_sub[off : off + n] = _counts(rng.integers(0, n, size=(b, n)), n).T
+            off += n
+        yield w_ref, w_sub
+        done += b
+
+
+_Plan = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], bool, NDArray[np.bool_]]
+
+
+def _below_dot(
+    cm: FloatArray, plan: _Plan, w_sub: FloatArray, bounds: NDArray[np.intp]
+) -> FloatArray:
+    """Per subset and resample, sum over the subset's samples of multiplicity x (cumulated
+    reference weight below the sample, ties counted 1/2): shape (n_sub, b)."""
+    _, lt, le, ties, _ = plan
+    g = np.take(cm, lt, axis=0)
+    if ties:
+        g += np.take(cm, le, axis=0)
+        g *= 0.5
+    return _segment_dot(w_sub, g, bounds)
+
+
+def _segment_dot(w: FloatArray, g: FloatArray, bounds: NDArray[np.intp]) -> FloatArray:
+    """Per segment of rows, the column-wise dot products: (n_segments, b)."""
+    out = np.empty((bounds.size - 1, w.shape[1]))
+    for c in range(bounds.size - 1):
+        a, e = bounds[c], bounds[c + 1]
+        out[c] = np.einsum("jb,jb->b", w[a:e], g[a:e])
+    return out
+
+
+def ranked_bootstrap(
+    ref: Sequence[FloatArray | None],
+    subsets: Sequence[Sequence[FloatArray | None]],
+    *,
+    n_resamples: int,
+    seed: int,
+    stats: Sequence[str] = ("auroc",),
+    correct: NDArray[np.bool_] | None = None,
+    tpr: float = 0.95,
+) -> BootstrapStats:
+    """Bootstrap ranking statistics of a reference set (positive) against many subsets.
+
+    Parameters
+    ----------
+    ref : sequence of ndarray of float or None, one per detector, each shape (n_ref,)
+        Reference (positive, "ID") scores per detector; None = detector unavailable.
+    subsets : sequence (per detector) of sequences (per subset) of ndarray or None
+        Negative ("OOD") scores per detector and subset, shape (n_c,); None = unavailable.
+        Subset sizes must agree across detectors.
+    n_resamples : int
+        Number of resamples (>= 1).
+    seed : int
+        Seed of ``numpy.random.default_rng`` (see the module docstring for the stream).
+    stats : sequence of str
+        Any of ``auroc`` (ID positive, ties 1/2), ``fpr95`` (FPR at ``tpr`` ID recall,
+        ``id_recall`` convention), ``oscr`` (exact OSCR), ``auroc_correct`` /
+        ``auroc_incorrect`` (AUROC of the correct / misclassified reference samples vs the
+        subset; NaN in a resample without such samples) and ``acc`` (fraction correct). The
+        last four need ``correct``.
+    correct : ndarray of bool, shape (n_ref,), optional
+        True for correctly classified reference samples.
+    tpr : float, default 0.95
+        Recall level of ``fpr95``.
+
+    Returns
+    -------
+    BootstrapStats
+
+    Notes
+    -----
+    Cost per detector and block of ``b`` resamples: a row gather and cumulative sum of
+    ``n_ref x b`` for the reference, then one row gather of ``sum n_c x b`` (two with ties,
+    twice with ``correct``) and the products; the draws are shared by all detectors.
+    """
+    unknown = sorted(set(stats) - set(STATS))
+    if unknown:
+        raise ValueError(f"ranked_bootstrap: unknown statistic(s) {unknown}; known: {STATS}")
+    n_det = len(ref)
+    n_sub = len(subsets[0]) if subsets else 0
+    n_ref = next((r.size for r in ref if r is not None), 0)
+    sizes = [next((x.size for s in subsets if (x := s[c]) is not None), 0) for c in range(n_sub)]
+    need_correct = bool({"oscr", "auroc_correct", "auroc_incorrect", "acc"} & set(stats))
+    if need_correct and correct is None:
+        raise ValueError("ranked_bootstrap: oscr / auroc_correct / acc need the correct mask")
+    out = {s: np.full((n_det, n_sub, n_resamples), np.nan) for s in stats}
+    if n_ref == 0 or n_sub == 0 or min(sizes) == 0:
+        return BootstrapStats(out)
+    bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
+    # per detector: sort order of the reference, positions of all subset scores among it
+    plans: list[_Plan | None] = []
+    for d in range(n_det):
+        r = ref[d]
+        have = np.array([subsets[d][c] is not None for c in range(n_sub)])
+        if r is None or not have.any():
+            plans.append(None)
+            continue
+        order = np.argsort(r, kind="stable")
+        r_sorted = r[order]
+        sub = np.concatenate(
+            [s if s is not None else np.zeros(n) for s, n in zip(subsets[d], sizes, strict=True)]
+        )
+        lt = np.searchsorted(r_sorted, sub, side="left")
+        le = np.searchsorted(r_sorted, sub, side="right")
+        plans.append((order, lt, le, bool((lt != le).any()), have))
+    k_fpr = _n_required(float(tpr), n_ref)
+    n0 = np.asarray(sizes, dtype=np.float64)[:, None]  # (n_sub, 1)
+    rng = np.random.default_rng(seed)
+    start = 0
+    for w_ref, w_sub in _blocks(rng, n_ref, sizes, n_resamples):
+        b = w_ref.shape[1]
+        sl = slice(start, start + b)
+        start += b
+        for d, plan in enumerate(plans):
+            if plan is None:
+                continue
+            order, _, le, _, have = plan
+            w_sorted = np.take(w_ref, order, axis=0)  # (n_ref, b)
+            cum = np.zeros((n_ref + 1, b))
+            np.cumsum(w_sorted, axis=0, out=cum[1:])
+
+            u = None  # pairs (reference above subset sample) per subset and resample
+            if "auroc" in stats or "auroc_incorrect" in stats:
+                u = n_ref * n0 - _below_dot(cum, plan, w_sub, bounds)
+            if "auroc" in stats:
+                assert u is not None
+                out["auroc"][d, have, sl] = (u / (n_ref * n0))[have]
+            if "fpr95" in stats:
+                i_fpr = np.count_nonzero(cum[:-1] <= n_ref - k_fpr, axis=0) - 1  # (b,)
+                accepted = (le[:, None] > i_fpr[None, :]).astype(np.float64)
+                out["fpr95"][d, have, sl] = (_segment_dot(w_sub, accepted, bounds) / n0)[have]
+            if need_correct:
+                assert correct is not None
+                cum_c = np.zeros((n_ref + 1, b))
+                np.cumsum(w_sorted * correct[order][:, None], axis=0, out=cum_c[1:])
+                n_c = cum_c[-1][None, :]  # (1, b) resampled correct count
+                above_c = n_c * n0 - _below_dot(cum_c, plan, w_sub, bounds)  # (n_sub, b)
+                if "oscr" in stats:
+                    out["oscr"][d, have, sl] = (above_c / (n_ref * n0))[have]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    if "auroc_correct" in stats:
+                        out["auroc_correct"][d, have, sl] = (above_c / (n_c * n0))[have]
+                    if "auroc_incorrect" in stats:
+                        assert u is not None
+                        n_w = n_ref - n_c
+                        above_w = u - above_c  # the pairs split into correct and incorrect
+                        out["auroc_incorrect"][d, have, sl] = (above_w / (n_w * n0))[have]
+                if "acc" in stats:
+                    out["acc"][d, have, sl] = np.broadcast_to(n_c / n_ref, (n_sub, b))[have]
+    return BootstrapStats(out)
