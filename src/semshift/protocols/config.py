@@ -1,0 +1,570 @@
+"""The run configuration: pydantic models, YAML loading, path resolution and early checks.
+
+A configuration (YAML file or dict, see ``docs/design/run.md``) names the data (feature stores
+or image folders), the model (when images must be extracted), the detectors, the protocols and
+the output directory. :func:`load_config` validates it and returns a :class:`RunConfig` whose
+paths are absolute, so nothing later depends on the working directory.
+
+Every mistake becomes one :class:`~semshift.errors.InputError` line naming the file, the key
+path and what was expected, e.g. ``config.yaml: data.sets.easy.store: expected a path, got 3``.
+
+>>> cfg = load_config({"output": "out", "data": {"id_train": {"store": "."},
+...                    "id_test": {"store": "."}}, "detectors": ["msp"]}, base_dir=".",
+...                   check_files=False)
+>>> cfg.detector_specs()[0].name, cfg.bootstrap.n_resamples
+('msp', 1000)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from semshift.errors import InputError
+
+__all__ = [
+    "BootstrapConfig",
+    "CorruptionConfig",
+    "DataConfig",
+    "DetectorSpec",
+    "GradedConfig",
+    "GridColumns",
+    "ModelConfig",
+    "ProtocolsConfig",
+    "ReportConfig",
+    "RunConfig",
+    "SanityConfig",
+    "SetConfig",
+    "SourceConfig",
+    "SplitConfig",
+    "load_config",
+]
+
+#: Protocol keys of the ``protocols:`` section, in the order the runner evaluates them.
+PROTOCOL_NAMES = ("osr", "newclass_failure", "graded", "sanity", "generalisation", "gzsl")
+#: Split builders the split stage can run.
+SPLIT_BUILDERS = ("ssb", "cleaning")
+#: Ranking metrics (scores, is_ood) the runner passes to protocols by default.
+DEFAULT_METRICS = ("auroc", "fpr95", "aupr_in", "aupr_out")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, arbitrary_types_allowed=False)
+
+
+class SplitConfig(_Strict):
+    """A named class split: loaded from a ``split.json`` or built by a split builder."""
+
+    manifest: Path | None = None
+    builder: Literal["ssb", "cleaning"] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelConfig(_Strict):
+    """The classifier used to extract ``images:`` sets and by the random-model sanity check."""
+
+    name: str
+    weights: Path | None = None
+    num_classes: int | None = Field(default=None, ge=1)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    preset: str = "imagenet"
+    batch_size: int = Field(default=64, ge=1)
+    shard_size: int = Field(default=10_000, ge=1)
+    workers: int = Field(default=0, ge=0)
+    device: str = "auto"
+
+
+class CorruptionConfig(_Strict):
+    """An ImageNet-C corruption applied to an ``images:`` set after the crop."""
+
+    name: str
+    severity: int = Field(ge=1, le=5)
+    seed: int | None = None
+
+
+class ClassSelect(_Strict):
+    """Keep the rows whose class column is in one bin of a configured split."""
+
+    split: str
+    bin: str
+    column: str
+
+
+class SourceConfig(_Strict):
+    """Where one set's samples come from: an existing feature store or an image folder/list."""
+
+    store: Path | None = None
+    images: Path | None = None
+    select: dict[str, Any] = Field(default_factory=dict)
+    classes_from: ClassSelect | None = None
+    corruption: CorruptionConfig | None = None
+    unknown: Literal["error", "skip", "ood"] | None = None
+
+    @field_validator("select")
+    @classmethod
+    def _select_values(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, v in value.items():
+            items = v if isinstance(v, list) else [v]
+            for item in items:
+                if not isinstance(item, str | int | float | bool):
+                    raise ValueError(
+                        f"select.{key}: expected a value or a list of values, got {item!r}"
+                    )
+        return value
+
+
+class GridColumns(_Strict):
+    """Group columns holding each row's semantic and covariate level (graded grid)."""
+
+    semantic: str
+    covariate: str
+
+
+class SetConfig(SourceConfig):
+    """An evaluation set: its source, its role and its shift labels."""
+
+    role: Literal["ood", "covariate"]
+    split: str | None = None
+    semantic_level: str | int | None = None
+    covariate_level: str | int | None = None
+    grid: GridColumns | None = None
+
+
+class DataConfig(_Strict):
+    """ID training (fits the detectors), optional ID validation, ID test and the other sets."""
+
+    id_train: SourceConfig
+    id_val: SourceConfig | None = None
+    id_test: SourceConfig
+    sets: dict[str, SetConfig] = Field(default_factory=dict)
+
+
+class DetectorSpec(_Strict):
+    """A detector by registry name with hyperparameter overrides."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class OsrConfig(_Strict):
+    metrics: list[str] | None = None
+
+
+class NewclassConfig(_Strict):
+    pass
+
+
+class GradedConfig(_Strict):
+    min_count: int = Field(default=10, ge=1)
+    metrics: list[str] | None = None
+
+
+class SanityConfig(_Strict):
+    """Random-model sanity check: ``n_models`` random-init copies (seeds seed .. seed+n-1).
+
+    ``stores`` gives precomputed random-model stores instead: ``{seed: {set: path}}`` where the
+    set names are ``id_train``, ``id_test`` and names of ``data.sets``.
+    """
+
+    n_models: int = Field(default=3, ge=1)
+    delta: float = Field(default=0.05, ge=0.0, lt=0.5)
+    stores: dict[int, dict[str, Path]] | None = None
+
+
+class GeneralisationConfig(_Strict):
+    pass
+
+
+class GzslConfig(_Strict):
+    """A zero-shot model's predictions: a CSV with columns label, pred, seen (bool)."""
+
+    predictions: Path
+
+
+class ProtocolsConfig(_Strict):
+    """A protocol runs when its key is present."""
+
+    osr: OsrConfig | None = None
+    newclass_failure: NewclassConfig | None = None
+    graded: GradedConfig | None = None
+    sanity: SanityConfig | None = None
+    generalisation: GeneralisationConfig | None = None
+    gzsl: GzslConfig | None = None
+
+    def enabled(self) -> list[str]:
+        return [name for name in PROTOCOL_NAMES if getattr(self, name) is not None]
+
+
+class BootstrapConfig(_Strict):
+    n_resamples: int = Field(default=1000, ge=0)
+    level: float = Field(default=0.95, gt=0.0, lt=1.0)
+    seed: int = 0
+
+
+class ReportConfig(_Strict):
+    formats: list[Literal["html", "md"]] = Field(default_factory=lambda: ["html", "md"])  # type: ignore[arg-type]
+
+
+class RunConfig(_Strict):
+    """A validated run configuration (see ``docs/design/run.md``); paths are absolute."""
+
+    name: str = "run"
+    output: Path = Path("runs/run")
+    seed: int = 0
+    taxonomy: str = "wordnet"
+    classes: str | None = None
+    splits: dict[str, SplitConfig] = Field(default_factory=dict)
+    model: ModelConfig | None = None
+    data: DataConfig
+    detectors: Literal["all"] | list[str | DetectorSpec] = "all"
+    protocols: ProtocolsConfig = Field(default_factory=ProtocolsConfig)
+    metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
+    report: ReportConfig | None = None
+
+    #: where the config came from (for messages); not part of the YAML
+    source: str = Field(default="config", exclude=True)
+
+    def detector_specs(self) -> list[DetectorSpec]:
+        """The explicit detector list (empty for ``all``, which the runner resolves)."""
+        if self.detectors == "all":
+            return []
+        return [d if isinstance(d, DetectorSpec) else DetectorSpec(name=d) for d in self.detectors]
+
+    def sources(self) -> dict[str, SourceConfig]:
+        """Every source by name: ``id_train``, ``id_val`` (if any), ``id_test`` and the sets."""
+        out: dict[str, SourceConfig] = {"id_train": self.data.id_train}
+        if self.data.id_val is not None:
+            out["id_val"] = self.data.id_val
+        out["id_test"] = self.data.id_test
+        out.update(self.data.sets)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The configuration as plain JSON values (for ``results.json``)."""
+        return json.loads(self.model_dump_json(exclude={"source"}))
+
+
+# --------------------------------------------------------------------------- errors
+_TYPE_WORDS = {
+    "path_type": "a path",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+
+def _loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<top level>"
+
+
+def _clean_loc(loc: Sequence[int | str]) -> list[int | str]:
+    """Drop pydantic's union-branch markers (``str``, ``DetectorSpec``, ``literal[...]``)."""
+    branch = {"str", "int", "float", "bool", "none", "path", "function-after[_select_values()]"}
+    out: list[int | str] = []
+    for part in loc:
+        if isinstance(part, str) and (
+            part in branch or part.startswith(("literal[", "list[", "dict[")) or part[:1].isupper()
+        ):
+            continue
+        out.append(part)
+    return out
+
+
+def _describe(err: Mapping[str, Any]) -> tuple[str, str]:
+    loc = _clean_loc(err.get("loc", ()))
+    kind = str(err.get("type", ""))
+    value = err.get("input")
+    got = repr(value)
+    if len(got) > 60:
+        got = got[:57] + "..."
+    if kind == "extra_forbidden":
+        parent = _parent_model(loc[:-1])
+        known = ", ".join(parent.model_fields) if parent is not None else ""
+        close = (
+            difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
+            if (parent is not None)
+            else []
+        )
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return _loc(loc), f"unknown key{hint}" + (f"; known keys: {known}" if known else "")
+    if kind == "missing":
+        return _loc(loc), "required key is missing"
+    if kind in _TYPE_WORDS:
+        return _loc(loc), f"expected {_TYPE_WORDS[kind]}, got {got}"
+    if kind.startswith("literal_error"):
+        expected = err.get("ctx", {}).get("expected", "")
+        return _loc(loc), f"expected one of {expected}, got {got}"
+    msg = str(err.get("msg", kind))
+    msg = msg.removeprefix("Value error, ")
+    msg = f"{msg[:1].lower()}{msg[1:]}"
+    return _loc(loc), msg if "got " in msg else f"{msg}, got {got}"
+
+
+def _parent_model(loc: Sequence[int | str]) -> type[BaseModel] | None:
+    # walk field names, skipping mapping keys (set names, seeds) that are not fields
+    cls: type[BaseModel] | None = RunConfig
+    import typing
+
+    for part in loc:
+        if cls is None:
+            return None
+        field = cls.model_fields.get(str(part))
+        if field is None:
+            continue  # a mapping key or list index: stay on the value model found below
+        stack: list[Any] = [field.annotation]
+        nxt: type[BaseModel] | None = None
+        while stack:
+            t = stack.pop(0)
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                nxt = t
+                break
+            stack.extend(typing.get_args(t))
+        cls = nxt
+    return cls
+
+
+def _validation_error(err: ValidationError, where: str) -> InputError:
+    errors = err.errors()
+    # prefer the most specific error (longest location) for union fields
+    best = max(errors, key=lambda e: len(_clean_loc(e.get("loc", ()))))
+    if any(e.get("type") == "extra_forbidden" for e in errors):
+        best = next(e for e in errors if e.get("type") == "extra_forbidden")
+    path, message = _describe(best)
+    # several errors under one top-level key are usually the branches of one union field
+    tops = {str(e.get("loc", ("",))[0]) for e in errors if e.get("loc")}
+    more = f" (and {len(errors) - 1} more problem(s))" if len(tops) > 1 else ""
+    return InputError(f"{where}: {path}: {message}{more}")
+
+
+# --------------------------------------------------------------------------- loading
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"config file {path} does not exist") from None
+    except OSError as err:
+        raise InputError(f"cannot read config file {path}: {err.strerror or err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}{where}: invalid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of keys at the top level")
+    return data
+
+
+def _abs(base: Path, p: Path | None) -> Path | None:
+    if p is None:
+        return None
+    p = p.expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def _resolve_paths(cfg: RunConfig, base: Path) -> None:
+    cfg.output = _abs(base, cfg.output) or base
+    for sp in cfg.splits.values():
+        sp.manifest = _abs(base, sp.manifest)
+    if cfg.model is not None:
+        cfg.model.weights = _abs(base, cfg.model.weights)
+    for src in cfg.sources().values():
+        src.store = _abs(base, src.store)
+        src.images = _abs(base, src.images)
+    p = cfg.protocols
+    if p.gzsl is not None:
+        p.gzsl.predictions = _abs(base, p.gzsl.predictions) or p.gzsl.predictions
+    if p.sanity is not None and p.sanity.stores is not None:
+        p.sanity.stores = {
+            seed: {name: _abs(base, path) or path for name, path in sets.items()}
+            for seed, sets in p.sanity.stores.items()
+        }
+    for key in ("classes", "taxonomy"):
+        value = getattr(cfg, key)
+        if value is not None and (("/" in value) or value.endswith((".txt", ".csv", ".json"))):
+            setattr(cfg, key, str(_abs(base, Path(value))))
+
+
+def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
+    """Checks pydantic cannot express: exactly-one-of, cross references, names, files."""
+    from semshift.detectors import get_class
+    from semshift.metrics.registry import get_metric
+
+    def fail(path: str, message: str) -> None:
+        raise InputError(f"{where}: {path}: {message}")
+
+    def exists(path: str, p: Path | None, what: str) -> None:
+        if check_files and p is not None and not p.exists():
+            fail(path, f"{what} {p} does not exist")
+
+    for name, sp in cfg.splits.items():
+        if (sp.manifest is None) == (sp.builder is None):
+            fail(f"splits.{name}", "give exactly one of 'manifest' and 'builder'")
+        exists(f"splits.{name}.manifest", sp.manifest, "split manifest")
+    need_model = False
+    for name, src in cfg.sources().items():
+        path = f"data.{name}" if name in ("id_train", "id_val", "id_test") else f"data.sets.{name}"
+        if (src.store is None) == (src.images is None):
+            fail(path, "give exactly one of 'store' (a feature store) and 'images' (a folder)")
+        if src.store is not None:
+            exists(f"{path}.store", src.store, "feature store")
+            if src.corruption is not None:
+                fail(f"{path}.corruption", "a corruption applies to 'images', not to a 'store'")
+        else:
+            need_model = True
+            exists(f"{path}.images", src.images, "image folder or list")
+        if src.classes_from is not None and src.classes_from.split not in cfg.splits:
+            known = ", ".join(cfg.splits) or "none configured"
+            fail(f"{path}.classes_from.split", f"no split named {src.classes_from.split!r} "
+                 f"(splits: {known})")  # fmt: skip
+        if isinstance(src, SetConfig) and src.grid is not None and src.role != "ood":
+            if src.semantic_level is not None or src.covariate_level is not None:
+                fail(f"{path}.grid", "a grid set takes its levels from columns, not constants")
+    sanity = cfg.protocols.sanity
+    if need_model or (sanity is not None and sanity.stores is None):
+        if cfg.model is None:
+            why = "an 'images' set" if need_model else "the sanity protocol without 'stores'"
+            fail("model", f"required by {why}; add a model: section")
+    if cfg.model is not None:
+        exists("model.weights", cfg.model.weights, "weights file")
+    if cfg.model is not None and cfg.model.weights is None and need_model:
+        fail("model.weights", "required to extract 'images' sets (semshift never downloads)")
+    for i, spec in enumerate(cfg.detector_specs()):
+        if spec.name in ("odin", "rankfeat"):  # model-level: computed during extraction
+            if spec.params and any(src.images is None for src in cfg.sources().values()):
+                pass  # params only matter where the runner extracts images
+            continue
+        try:
+            get_class(spec.name)
+        except KeyError as err:
+            close = difflib.get_close_matches(spec.name, _all_detector_names(), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            fail(f"detectors[{i}]", f"unknown detector {spec.name!r}{hint}; known: "
+                 f"{', '.join(_all_detector_names())}")  # fmt: skip
+            raise AssertionError from err
+        accepted = get_class(spec.name).param_names()
+        unknown = sorted(set(spec.params) - set(accepted))
+        if unknown:
+            fail(f"detectors[{i}].params", f"{spec.name} has no hyperparameter "
+                 f"{', '.join(unknown)}; accepted: {', '.join(accepted) or '(none)'}")  # fmt: skip
+    names = [s.name for s in cfg.detector_specs()]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        fail("detectors", f"detector(s) {', '.join(dup)} listed twice")
+    metric_lists = [("metrics", cfg.metrics)]
+    if cfg.protocols.osr is not None and cfg.protocols.osr.metrics is not None:
+        metric_lists.append(("protocols.osr.metrics", cfg.protocols.osr.metrics))
+    if cfg.protocols.graded is not None and cfg.protocols.graded.metrics is not None:
+        metric_lists.append(("protocols.graded.metrics", cfg.protocols.graded.metrics))
+    for path, metrics in metric_lists:
+        for i, m in enumerate(metrics):
+            try:
+                spec_m = get_metric(m)
+            except KeyError as err:
+                fail(f"{path}[{i}]", str(err))
+                raise AssertionError from err
+            if tuple(spec_m.inputs) != ("scores", "is_ood"):
+                fail(f"{path}[{i}]", f"{m!r} is not a ranking metric of (scores, is_ood)")
+    if cfg.protocols.gzsl is not None:
+        exists("protocols.gzsl.predictions", cfg.protocols.gzsl.predictions, "predictions file")
+    if sanity is not None and sanity.stores is not None:
+        allowed = {"id_train", "id_test", *cfg.data.sets}
+        for seed, sets in sanity.stores.items():
+            for name, p in sets.items():
+                if name not in allowed:
+                    close = difflib.get_close_matches(name, sorted(allowed), n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    fail(f"protocols.sanity.stores.{seed}.{name}", f"no set named {name!r}{hint}")
+                exists(f"protocols.sanity.stores.{seed}.{name}", p, "feature store")
+            for need in ("id_train", "id_test"):
+                if need not in sets:
+                    fail(f"protocols.sanity.stores.{seed}", f"needs a store for {need!r}")
+    if cfg.protocols.graded is not None and not any(
+        s.grid is not None or s.semantic_level is not None or s.covariate_level is not None
+        for s in cfg.data.sets.values()
+    ):
+        fail("protocols.graded", "no set has shift levels (grid, semantic_level or "
+             "covariate_level)")  # fmt: skip
+
+
+def _all_detector_names() -> list[str]:
+    from semshift.detectors import list_detectors
+
+    return sorted([*list_detectors(), "odin", "rankfeat"])
+
+
+def load_config(
+    config: str | Path | Mapping[str, Any] | RunConfig,
+    *,
+    base_dir: str | Path | None = None,
+    check_files: bool = True,
+) -> RunConfig:
+    """Validate a run configuration from a YAML file, a dict or a :class:`RunConfig`.
+
+    Parameters
+    ----------
+    config : path, mapping or RunConfig
+        A YAML file (read with ``yaml.safe_load``) or its contents as a dict.
+    base_dir : path, optional
+        Folder relative paths are resolved against: the YAML file's folder by default, the
+        current directory for a dict.
+    check_files : bool
+        Check that every named file and store exists (default).
+
+    Returns
+    -------
+    RunConfig
+        With absolute paths.
+
+    Raises
+    ------
+    InputError
+        One line: the file, the key path and what was expected or missing.
+    """
+    if isinstance(config, RunConfig):
+        cfg = config.model_copy(deep=True)
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        where = cfg.source
+    else:
+        if isinstance(config, str | Path):
+            path = Path(config)
+            data = _read_yaml(path)
+            base = Path(base_dir) if base_dir is not None else path.resolve().parent
+            where = str(path)
+        elif isinstance(config, Mapping):
+            data = dict(config)
+            base = Path(base_dir) if base_dir is not None else Path.cwd()
+            where = "config"
+        else:
+            raise InputError(f"config: expected a path or a mapping, got {type(config).__name__}")
+        try:
+            cfg = RunConfig.model_validate(data)
+        except ValidationError as err:
+            raise _validation_error(err, where) from None
+        cfg.source = where
+    _resolve_paths(cfg, base.resolve())
+    _check(cfg, where, check_files)
+    return cfg
