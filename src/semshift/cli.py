@@ -661,6 +661,35 @@ def extract_features(
     )
 
 
+@app.command("run")
+def run_config(
+    config: Annotated[Path, typer.Argument(help="YAML run configuration (see examples/configs).")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Recompute every stage, ignoring the cache.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
+    ] = False,
+) -> None:
+    """Run a benchmark: split, extract, score, evaluate and report, each stage cached."""
+    from semshift.protocols.runner import run
+
+    result = run(config, progress=not quiet, force=force)
+    table = result.headline()
+    if not table.empty:
+        out = Table(title="AUROC x100 (higher = better separation)")
+        out.add_column("detector")
+        for col in table.columns:
+            out.add_column(str(col), justify="right")
+        for det, row in table.iterrows():
+            out.add_row(str(det), *("-" if v != v else f"{v:.1f}" for v in row.tolist()))
+        console.print(out)
+    for err in result.errors:
+        console.print(f"[yellow]warning[/yellow]: {err}")
+    total = result.provenance.get("total_seconds", 0.0)
+    console.print(f"{result.output} ({len(result.results)} result rows, {total:.1f} s)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user errors into one line and exit status 2."""
     command = typer.main.get_command(app)
