@@ -119,10 +119,16 @@ class SourceConfig(_Strict):
 
 
 class GridColumns(_Strict):
-    """Group columns holding each row's semantic and covariate level (graded grid)."""
+    """Columns holding each row's semantic and covariate level (graded grid).
+
+    The columns are group columns of the store, or columns of ``table``: a CSV such as the
+    ``levels.csv`` of ``semshift splits graded``, matched to the set's rows by a ``path``
+    column when it has one, else by its ``row`` column (position in the set, in store order).
+    """
 
     semantic: str
     covariate: str
+    table: Path | None = None
 
 
 class SetConfig(SourceConfig):
@@ -394,6 +400,8 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
     for src in cfg.sources().values():
         src.store = _abs(base, src.store)
         src.images = _abs(base, src.images)
+        if isinstance(src, SetConfig) and src.grid is not None:
+            src.grid.table = _abs(base, src.grid.table)
     p = cfg.protocols
     if p.gzsl is not None:
         p.gzsl.predictions = _abs(base, p.gzsl.predictions) or p.gzsl.predictions
@@ -440,6 +448,8 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
             known = ", ".join(cfg.splits) or "none configured"
             fail(f"{path}.classes_from.split", f"no split named {src.classes_from.split!r} "
                  f"(splits: {known})")  # fmt: skip
+        if isinstance(src, SetConfig) and src.grid is not None:
+            exists(f"{path}.grid.table", src.grid.table, "level table")
         if isinstance(src, SetConfig) and src.grid is not None and src.role != "ood":
             if src.semantic_level is not None or src.covariate_level is not None:
                 fail(f"{path}.grid", "a grid set takes its levels from columns, not constants")

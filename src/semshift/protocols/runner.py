@@ -757,7 +757,11 @@ class _Runner:
                 "fit_keys": fit_keys}  # fmt: skip
 
     def _info_path(self, s: _Source) -> Path:
-        grid = s.cfg.grid.model_dump() if isinstance(s.cfg, SetConfig) and s.cfg.grid else None
+        grid = None
+        if isinstance(s.cfg, SetConfig) and s.cfg.grid is not None:
+            grid = s.cfg.grid.model_dump(mode="json")
+            if s.cfg.grid.table is not None:
+                grid["table"] = self.cache.file_checksum(s.cfg.grid.table)
         key = stable_hash({"set": s.key, "role": s.role, "grid": grid})
         return self.cache.dir("sets", "") / f"{key}.npz"
 
@@ -907,15 +911,14 @@ class _Runner:
         if isinstance(s.cfg, SetConfig) and s.cfg.grid is not None:
             from semshift.protocols.sets import level_str
 
-            idx = sel.index
-            for axis, col in (
-                ("semantic", s.cfg.grid.semantic),
-                ("covariate", s.cfg.grid.covariate),
-            ):
+            grid = s.cfg.grid
+            idx = _level_table(s, grid.table) if grid.table is not None else sel.index
+            for axis, col in (("semantic", grid.semantic), ("covariate", grid.covariate)):
                 if col not in idx.columns:
+                    where = grid.table if grid.table is not None else f"store {s.store_path}"
                     raise InputError(
-                        f"{s.where}.grid.{axis}: store {s.store_path} has no column {col!r}; "
-                        f"group columns: {', '.join(s.store.groups) or 'none'}"
+                        f"{s.where}.grid.{axis}: {where} has no column {col!r}; columns: "
+                        f"{', '.join(map(str, idx.columns))}"
                     )
                 values = [level_str(v) for v in idx[col].tolist()]
                 info[f"row_{axis}"] = np.asarray(
@@ -1199,6 +1202,32 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: str(getattr(obj, k)) for k in obj.__dataclass_fields__}
     return str(obj)
+
+
+def _level_table(s: _Source, table: Path) -> pd.DataFrame:
+    """The rows of a level table (e.g. ``levels.csv``) aligned with the set's rows."""
+    try:
+        frame = pd.read_csv(table)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{s.where}.grid.table: {table} is unreadable ({err})") from None
+    sel = s.selection
+    if "path" in frame.columns:
+        paths = sel.index["path"].astype(str).to_numpy()
+        frame = frame.drop_duplicates("path").set_index(frame["path"].astype(str))
+        missing = ~np.isin(paths, frame.index.to_numpy())
+        if missing.any():
+            raise InputError(
+                f"{s.where}.grid.table: {int(missing.sum())} row(s) of the set have no line in "
+                f"{table} (first: {paths[int(np.argmax(missing))]})"
+            )
+        return frame.loc[paths].reset_index(drop=True)
+    rows = frame["row"].to_numpy(np.int64) if "row" in frame.columns else np.arange(len(frame))
+    if len(frame) != len(sel) or not np.array_equal(np.sort(rows), np.arange(len(sel))):
+        raise InputError(
+            f"{s.where}.grid.table: {table} has {len(frame)} lines for a set of {len(sel)} rows "
+            "and no 'path' column; give one line per row (column 'row' = position in the set)"
+        )
+    return frame.iloc[np.argsort(rows)].reset_index(drop=True)
 
 
 def _read_gzsl(path: Path) -> tuple[NDArray[np.int64], NDArray[np.int64], Any, Any]:
