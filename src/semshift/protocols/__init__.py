@@ -1,1 +1,22 @@
-"""semshift.protocols."""
+"""semshift.protocols: the evaluation protocols of the seed papers over scored sets.
+
+Each protocol function takes :class:`ScoredSet` objects (labels, predictions and per-detector
+normality scores) and returns the tidy results table (:data:`RESULT_COLUMNS`). Where things
+live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass``
+(new-class vs failure detection and the AUROC decomposition), ``graded`` (IS-OOD grid),
+``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``.
+"""
+
+from semshift.protocols.osr import osr
+from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
+from semshift.protocols.tidy import RESULT_COLUMNS, error_row, results_frame
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "RESULT_COLUMNS",
+    "Bootstrap",
+    "ScoredSet",
+    "error_row",
+    "osr",
+    "results_frame",
+]

@@ -27,14 +27,19 @@ subset's resamples are still a stratified bootstrap of (reference, subset), only
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from semshift.errors import InputError, SemshiftError
+from semshift.metrics import evaluate_many, list_metrics, oscr
 from semshift.metrics.ranking import _n_required
 from semshift.metrics.stats import _BLOCK_ELEMENTS, _counts
+from semshift.protocols.sets import Bootstrap, ScoredSet
+from semshift.protocols.tidy import error_row
 
 __all__ = ["BootstrapStats", "percentile_ci", "ranked_bootstrap"]
 
@@ -246,3 +251,246 @@ def ranked_bootstrap(
                 if "acc" in stats:
                     out["acc"][d, have, sl] = np.broadcast_to(n_c / n_ref, (n_sub, b))[have]
     return BootstrapStats(out)
+
+
+# -- shared evaluation of one reference side against many subsets -------------------------------
+
+#: metrics whose CI the fast bootstrap computes; other metrics get NaN bounds
+CI_METRICS = ("auroc", "fpr95", "oscr")
+
+
+@dataclass
+class Side:
+    """Scores of one side of a comparison, per detector, or why a detector has none.
+
+    ``keys`` are the result-row columns naming the side (``set``, ``split``, levels).
+    """
+
+    n: int
+    scores: dict[str, FloatArray]
+    errors: dict[str, str]
+    keys: dict[str, Any]
+
+    def get(self, detector: str) -> FloatArray | str:
+        """The scores of ``detector``, or its error message."""
+        if detector in self.scores:
+            return self.scores[detector]
+        return self.errors.get(detector, f"detector {detector!r} has no scores on {self.label}")
+
+    @property
+    def label(self) -> str:
+        """The side's set name(s), for messages."""
+        return f"set {self.keys.get('set')!r}"
+
+
+def check_metrics(metrics: Sequence[str], where: str, extra: Sequence[str] = ()) -> list[str]:
+    """Validate metric names: ``(scores, is_ood)`` registry metrics or one of ``extra``."""
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    out: list[str] = []
+    allowed = list_metrics(inputs=("scores", "is_ood"))
+    for m in metrics:
+        if m not in allowed and m not in extra:
+            raise InputError(
+                f"{where}: unknown metric {m!r}; use one of {sorted([*allowed, *extra])}"
+            )
+        if m not in out:
+            out.append(m)
+    if not out:
+        raise InputError(f"{where}: metrics is empty; name at least one metric")
+    return out
+
+
+def _point_values(
+    ref: FloatArray,
+    subs: dict[int, FloatArray],
+    metrics: list[str],
+    correct: NDArray[np.bool_] | None,
+) -> dict[tuple[int, str], float | str]:
+    """Point value (or error message) per (subset index, metric)."""
+    out: dict[tuple[int, str], float | str] = {}
+    ranking = [m for m in metrics if m != "oscr"]
+    if ranking and subs:
+        try:
+            table = evaluate_many(ref, subs, ranking)
+            for k, m, v in zip(table["subset"], table["metric"], table["value"], strict=True):
+                out[(int(k), str(m))] = float(v)
+        except SemshiftError:  # find the subset(s) that fail, one at a time
+            for k, sub in subs.items():
+                try:
+                    table = evaluate_many(ref, {k: sub}, ranking)
+                    for m, v in zip(table["metric"], table["value"], strict=True):
+                        out[(k, str(m))] = float(v)
+                except SemshiftError as err:
+                    out.update({(k, m): str(err) for m in ranking})
+    if "oscr" in metrics:
+        assert correct is not None
+        for k, sub in subs.items():
+            s = np.concatenate((ref, sub))
+            is_ood = np.zeros(s.size, dtype=bool)
+            is_ood[ref.size :] = True
+            c = np.zeros(s.size, dtype=bool)
+            c[: ref.size] = correct
+            try:
+                out[(k, "oscr")] = oscr(s, is_ood, c)
+            except SemshiftError as err:
+                out[(k, "oscr")] = str(err)
+    return out
+
+
+def compare_rows(
+    protocol: str,
+    detectors: Sequence[str],
+    ref: Side,
+    subsets: Sequence[Side],
+    metrics: Sequence[str],
+    bootstrap: Bootstrap,
+    *,
+    correct: NDArray[np.bool_] | None = None,
+    negate: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Result rows of ``ref`` (positive) against every subset (negative), per detector.
+
+    Point values come from :func:`semshift.metrics.evaluate_many` (reference sorted once per
+    detector) and :func:`semshift.metrics.oscr`; CIs of :data:`CI_METRICS` from
+    :func:`ranked_bootstrap` (one paired run for all detectors). A detector without scores
+    on a side, or a metric that raises on a subset, gives error rows. ``negate`` ranks by
+    ``-scores``, used to put the negative side in the reference position (AUROC only).
+    ``n_id`` / ``n_ood`` are the reference / subset sizes.
+    """
+    extra = dict(extra or {})
+    if negate and list(metrics) != ["auroc"]:
+        raise ValueError("compare_rows: negate supports auroc only")
+    sign = -1.0 if negate else 1.0
+    rows: list[dict[str, Any]] = []
+    points: dict[str, dict[tuple[int, str], float | str]] = {}
+    for det in detectors:
+        r = ref.get(det)
+        subs: dict[int, FloatArray] = {}
+        for k, side in enumerate(subsets):
+            s = side.get(det)
+            if not isinstance(r, str) and not isinstance(s, str):
+                subs[k] = sign * s if negate else s
+        points[det] = (
+            {} if isinstance(r, str) else _point_values(sign * r, subs, list(metrics), correct)
+        )
+    ci_stats = [m for m in metrics if m in CI_METRICS]
+    lows: dict[str, FloatArray] = {}
+    highs: dict[str, FloatArray] = {}
+    if bootstrap.enabled and ci_stats and ref.n > 0 and all(s.n > 0 for s in subsets):
+        ref_arrays: list[FloatArray | None] = []
+        sub_arrays: list[list[FloatArray | None]] = []
+        for det in detectors:
+            r = ref.get(det)
+            ref_arrays.append(None if isinstance(r, str) else sign * r)
+            per_sub: list[FloatArray | None] = []
+            for k, side in enumerate(subsets):
+                s = side.get(det)
+                ok = not isinstance(s, str) and all(
+                    isinstance(points[det].get((k, m)), float) for m in ci_stats
+                )
+                per_sub.append(sign * s if ok and not isinstance(s, str) else None)
+            sub_arrays.append(per_sub)
+        st = ranked_bootstrap(
+            ref_arrays,
+            sub_arrays,
+            n_resamples=bootstrap.n_resamples,
+            seed=bootstrap.seed,
+            stats=ci_stats,
+            correct=correct,
+        )
+        for m in ci_stats:
+            lows[m], highs[m] = st.ci(m, bootstrap.level)
+    for d, det in enumerate(detectors):
+        r = ref.get(det)
+        for k, side in enumerate(subsets):
+            s = side.get(det)
+            base = {"protocol": protocol, **extra, **side.keys, "detector": det}
+            base.update(n_id=ref.n, n_ood=side.n)
+            for m in metrics:
+                if isinstance(r, str) or isinstance(s, str):
+                    msg = r if isinstance(r, str) else s
+                    rows.append(error_row(error=str(msg), metric=m, **base))
+                    continue
+                v = points[det][(k, m)]
+                if isinstance(v, str):
+                    rows.append(error_row(error=v, metric=m, **base))
+                    continue
+                row = {**base, "metric": m, "value": v}
+                if m in lows:
+                    row.update(ci_low=lows[m][d, k], ci_high=highs[m][d, k])
+                rows.append(row)
+    return rows
+
+
+def mean_ci(values: NDArray[np.float64], bootstrap: Bootstrap) -> tuple[float, float]:
+    """Percentile CI of the mean of ``values`` (n,) over resampled samples; NaN when off."""
+    if not bootstrap.enabled or values.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(bootstrap.seed)
+    n = values.size
+    block = max(1, min(bootstrap.n_resamples, _BLOCK_ELEMENTS // n))
+    stats = np.empty(bootstrap.n_resamples)
+    done = 0
+    while done < bootstrap.n_resamples:
+        b = min(block, bootstrap.n_resamples - done)
+        stats[done : done + b] = values[rng.integers(0, n, size=(b, n))].mean(axis=1)
+        done += b
+    low, high = percentile_ci(stats, bootstrap.level)
+    return float(low), float(high)
+
+
+def detector_names(*groups: Sequence[ScoredSet]) -> list[str]:
+    """Every detector named by any set (scores or errors), in order of first appearance."""
+    seen: dict[str, None] = {}
+    for sets in groups:
+        for s in sets:
+            seen.update(dict.fromkeys(s.scores))
+            seen.update(dict.fromkeys(s.errors))
+    return list(seen)
+
+
+def pool(
+    sets: Sequence[ScoredSet],
+    detectors: Sequence[str],
+    keys: Mapping[str, Any],
+    mask: Sequence[NDArray[np.bool_]] | None = None,
+) -> Side:
+    """The rows of several sets (optionally masked per set) as one side.
+
+    A detector missing on any member set has no scores on the pool; its error names the
+    member set.
+    """
+    masks = list(mask) if mask is not None else [np.ones(s.n, dtype=bool) for s in sets]
+    n = int(sum(int(m.sum()) for m in masks))
+    scores: dict[str, FloatArray] = {}
+    errors: dict[str, str] = {}
+    for det in detectors:
+        missing = next((s for s in sets if det not in s.scores), None)
+        if missing is not None:
+            errors[det] = f"set {missing.name!r}: {missing.missing(det)}"
+        else:
+            parts = [s.scores[det][m] for s, m in zip(sets, masks, strict=True)]
+            scores[det] = np.concatenate(parts)
+    return Side(n=n, scores=scores, errors=errors, keys=dict(keys))
+
+
+def check_id_test(id_test: ScoredSet, where: str) -> None:
+    """Raise unless ``id_test`` is a ScoredSet with role ``id_test``."""
+    if not isinstance(id_test, ScoredSet) or id_test.role != "id_test":
+        got = id_test.role if isinstance(id_test, ScoredSet) else type(id_test).__name__
+        raise InputError(f"{where}: id_test must be a ScoredSet with role 'id_test', got {got!r}")
+
+
+def check_sets(sets: Sequence[ScoredSet], where: str) -> list[ScoredSet]:
+    """Raise unless ``sets`` are ScoredSets with distinct names; return them as a list."""
+    out = list(sets)
+    for s in out:
+        if not isinstance(s, ScoredSet):
+            raise InputError(f"{where}: sets must be ScoredSet objects, got {type(s).__name__}")
+    names = [s.name for s in out]
+    dup = sorted({x for x in names if names.count(x) > 1})
+    if dup:
+        raise InputError(f"{where}: set name(s) {dup} appear more than once; names must be unique")
+    return out

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from semshift.errors import InputError
 
-__all__ = ["ROLES", "Bootstrap", "ScoredSet"]
+__all__ = ["DEFAULT_BOOTSTRAP", "ROLES", "Bootstrap", "ScoredSet", "level_str"]
 
 Role = Literal["id_test", "ood", "covariate"]
 ROLES: tuple[str, ...] = ("id_test", "ood", "covariate")
@@ -256,3 +256,7 @@ class Bootstrap:
     def enabled(self) -> bool:
         """True when confidence intervals are computed."""
         return self.n_resamples > 0
+
+
+#: the default settings (1000 resamples, 95%, seed 0), shared as the protocols' default argument
+DEFAULT_BOOTSTRAP = Bootstrap()

@@ -85,8 +85,8 @@ def results_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     Examples
     --------
     >>> df = results_frame([{"protocol": "osr", "metric": "accuracy", "value": 0.5, "n_id": 4}])
-    >>> df.loc[0, ["protocol", "detector", "value", "n_id"]].tolist()
-    ['osr', None, 0.5, 4]
+    >>> df[["protocol", "detector", "value", "n_id"]].to_dict("records")
+    [{'protocol': 'osr', 'detector': None, 'value': 0.5, 'n_id': 4}]
     >>> str(df["n_ood"].dtype), str(df["ci_low"].dtype)
     ('Int64', 'float64')
     """

@@ -1,0 +1,133 @@
+"""Open-set recognition protocol (SSB Table 1): closed-set accuracy, AUROC and OSCR per split."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from semshift.metrics import DEFAULT_METRICS, accuracy
+from semshift.protocols._bootstrap import (
+    check_id_test,
+    check_metrics,
+    check_sets,
+    compare_rows,
+    detector_names,
+    mean_ci,
+    pool,
+)
+from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
+from semshift.protocols.tidy import results_frame
+
+__all__ = ["osr"]
+
+
+def osr(
+    id_test: ScoredSet,
+    sets: Sequence[ScoredSet],
+    *,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> pd.DataFrame:
+    """Open-set recognition: closed-set accuracy, then AUROC, OSCR and ranking metrics per split.
+
+    The known side is ``id_test``; the unknown side of a row is the pool of every ``ood`` set
+    with the same ``split`` (``set`` = their names joined by ``+``; a set without a split forms
+    its own pool under its name). Covariate sets are not part of this protocol (SSB evaluates
+    ID test images against semantic-shift images; see :func:`newclass_failure`).
+
+    Rows (protocol ``osr``):
+
+    - ``accuracy`` of ``id_test`` (``detector`` null, ``set`` = id_test's name), with a
+      bootstrap CI over resampled ID images;
+    - per detector and pool: ``auroc``, ``oscr`` (exact variant of
+      :func:`semshift.metrics.oscr`: correct = ``preds == labels`` on ID), then the other
+      ``metrics`` in the given order.
+
+    ``n_id`` = ID test size, ``n_ood`` = pool size. CIs (percentile, ID and pool resampled
+    separately, paired across detectors) are computed for ``auroc``, ``oscr`` and ``fpr95``;
+    other metrics (AUPR, ``fpr95_ood_recall``, detection error) have NaN bounds. A detector
+    missing on ``id_test`` or on a pool member gives error rows, as does a metric that fails.
+
+    Parameters
+    ----------
+    id_test : ScoredSet
+        The ID test set (role ``id_test``).
+    sets : sequence of ScoredSet
+        Evaluation sets; the ``ood`` ones are used.
+    metrics : sequence of str, default ("auroc", "fpr95", "aupr_in", "aupr_out")
+        Registry names of ``(scores, is_ood)`` metrics, reported after ``auroc`` and ``oscr``.
+    bootstrap : Bootstrap, default Bootstrap()
+        CI settings; ``Bootstrap(n_resamples=0)`` turns CIs off.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The tidy table (:data:`semshift.protocols.tidy.RESULT_COLUMNS`).
+
+    Raises
+    ------
+    InputError
+        ``id_test`` without role ``id_test``, duplicate set names, an unknown metric.
+
+    References
+    ----------
+    .. [1] Vaze et al., "Open-Set Recognition: a Good Closed-Set Classifier is All You Need?",
+       ICLR 2022, Table 1 (Acc, AUROC and OSCR on SSB Easy / Hard).
+    .. [2] Dhamija, Guenther & Boult, "Reducing Network Agnostophobia", NeurIPS 2018 (OSCR).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from semshift.protocols import ScoredSet, Bootstrap, osr
+    >>> idt = ScoredSet("id_test", "id_test", [0, 1, 1], [0, 1, 0],
+    ...                 {"msp": np.array([0.9, 0.8, 0.4])})
+    >>> easy = ScoredSet("easy", "ood", [-1, -1], [0, 0], {"msp": np.array([0.5, 0.1])},
+    ...                  split="easy")
+    >>> df = osr(idt, [easy], metrics=["auroc"], bootstrap=Bootstrap(0))
+    >>> df[["set", "detector", "metric", "value"]].round(4).values.tolist()
+    [['id_test', None, 'accuracy', 0.6667],
+     ['easy', 'msp', 'auroc', 0.8333],
+     ['easy', 'msp', 'oscr', 0.6667]]
+    """
+    check_id_test(id_test, "osr")
+    all_sets = check_sets(sets, "osr")
+    names = check_metrics(["auroc", "oscr", *metrics], "osr", extra=("oscr",))
+    correct = id_test.correct
+    rows: list[dict[str, Any]] = []
+    acc = accuracy(id_test.preds, id_test.labels)
+    low, high = mean_ci(correct.astype(np.float64), bootstrap)
+    rows.append(
+        {
+            "protocol": "osr",
+            "set": id_test.name,
+            "split": id_test.split,
+            "metric": "accuracy",
+            "value": acc,
+            "ci_low": low,
+            "ci_high": high,
+            "n_id": id_test.n,
+        }
+    )
+    ood = [s for s in all_sets if s.role == "ood"]
+    groups: dict[str, list[ScoredSet]] = {}
+    for s in ood:
+        groups.setdefault(s.split if s.split is not None else f"\0{s.name}", []).append(s)
+    detectors = detector_names([id_test], ood)
+    ref = pool([id_test], detectors, {"set": id_test.name})
+    pools = [
+        pool(
+            members,
+            detectors,
+            {
+                "set": "+".join(m.name for m in members),
+                "split": None if key.startswith("\0") else key,
+            },
+        )
+        for key, members in groups.items()
+    ]
+    if pools:
+        rows += compare_rows("osr", detectors, ref, pools, names, bootstrap, correct=correct)
+    return results_frame(rows)
