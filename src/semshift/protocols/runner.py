@@ -53,7 +53,6 @@ STAGES = ("split", "extract", "score", "evaluate", "report")
 MODEL_LEVEL = ("odin", "rankfeat")
 #: Rows per block when scoring a set (bounds memory for ImageNet-scale sets).
 BLOCK_ROWS = 16_384
-_NO_LEVEL = "\x00"
 
 
 # --------------------------------------------------------------------------- results
@@ -921,9 +920,8 @@ class _Runner:
                         f"{', '.join(map(str, idx.columns))}"
                     )
                 values = [level_str(v) for v in idx[col].tolist()]
-                info[f"row_{axis}"] = np.asarray(
-                    [_NO_LEVEL if v is None else v for v in values], dtype=str
-                )
+                info[f"row_{axis}"] = np.asarray(["" if v is None else v for v in values], str)
+                info[f"row_{axis}_missing"] = np.asarray([v is None for v in values], bool)
         info["path"] = sel.index["path"].to_numpy(dtype=str)
         return info
 
@@ -940,7 +938,7 @@ class _Runner:
             for axis in ("semantic", "covariate"):
                 if f"row_{axis}" in info:
                     arr = info[f"row_{axis}"].astype(object)
-                    arr[arr == _NO_LEVEL] = None
+                    arr[info[f"row_{axis}_missing"]] = None
                     row_levels[f"row_{axis}_level"] = arr
             det_order = [n for n, _ in scored["dets"]]
             sc = {
