@@ -7,6 +7,7 @@ live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass
 ``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``.
 """
 
+from semshift.protocols.newclass import newclass_failure
 from semshift.protocols.osr import osr
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import RESULT_COLUMNS, error_row, results_frame
@@ -17,6 +18,7 @@ __all__ = [
     "Bootstrap",
     "ScoredSet",
     "error_row",
+    "newclass_failure",
     "osr",
     "results_frame",
 ]
