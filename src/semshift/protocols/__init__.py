@@ -7,6 +7,7 @@ live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass
 ``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``.
 """
 
+from semshift.protocols.graded import graded, level_order
 from semshift.protocols.newclass import newclass_failure
 from semshift.protocols.osr import osr
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
@@ -18,6 +19,8 @@ __all__ = [
     "Bootstrap",
     "ScoredSet",
     "error_row",
+    "graded",
+    "level_order",
     "newclass_failure",
     "osr",
     "results_frame",
