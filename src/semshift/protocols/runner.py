@@ -1015,7 +1015,7 @@ class _Runner:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(key)
         if cached is not None:
-            self.results = cached
+            self.results = _object_strings(cached)
             rec.reused.append("results")
         else:
             self.results = self._protocols(main_sets, sanity_runs)
@@ -1200,6 +1200,16 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: str(getattr(obj, k)) for k in obj.__dataclass_fields__}
     return str(obj)
+
+
+def _object_strings(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns read back from Parquet as ``object`` holding ``str`` or ``None``."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object or isinstance(out[col].dtype, pd.StringDtype):
+            values = out[col].astype(object)
+            out[col] = values.where(out[col].notna(), None).astype(object)
+    return out
 
 
 def _level_table(s: _Source, table: Path) -> pd.DataFrame:

@@ -1,0 +1,287 @@
+"""The runner: outputs, stage caching, detector failures and bad input, on tiny stores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from semshift.errors import InputError
+from semshift.protocols.runner import headline_table, run
+
+from .conftest import C, base_config, make_store
+
+
+def _stages(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())["stages"]
+
+
+def _softmax_max(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64)
+    z = z - z.max(1, keepdims=True)
+    p = np.exp(z)
+    return (p / p.sum(1, keepdims=True)).max(1)
+
+
+def test_outputs_follow_the_contract(stores, tmp_path):
+    from semshift.features import open_store
+
+    out = tmp_path / "out"
+    result = run(base_config(stores, out, protocols={"osr": {}}), progress=False)
+    assert result.output == out
+    for name in ("results.parquet", "results.csv", "results.json"):
+        assert (out / name).is_file()
+    table = pd.read_parquet(out / "results.parquet")
+    assert list(table.columns) == list(result.results.columns)
+    assert len(pd.read_csv(out / "results.csv")) == len(table)
+    # scores/<set>.parquet: one row per sample, the detector scores under score:<name>
+    test = pd.read_parquet(out / "scores" / "id_test.parquet")
+    logits, labels = (
+        open_store(stores["test"]).arrays("logits")[0],
+        open_store(stores["test"]).labels,
+    )
+    assert list(test.columns[:6]) == ["label", "pred", "role", "set", "semantic_level",
+                                      "covariate_level"]  # fmt: skip
+    np.testing.assert_array_equal(test["label"], labels)
+    np.testing.assert_array_equal(test["pred"], logits.argmax(1))
+    np.testing.assert_allclose(test["score:msp"], _softmax_max(logits), rtol=1e-6)
+    easy = pd.read_parquet(out / "scores" / "easy.parquet")
+    assert len(easy) == 80 and (easy["label"] == -1).all() and set(easy["semantic_level"]) == {"1"}
+    assert set(easy["role"]) == {"ood"}
+    # the tidy table: OSR accuracy = mean(pred == label) on id_test, one AUROC per split pool
+    acc = table[(table.protocol == "osr") & (table.metric == "accuracy")]["value"].item()
+    assert acc == pytest.approx(float((logits.argmax(1) == labels).mean()))
+    auroc = table[(table.protocol == "osr") & (table.metric == "auroc")]
+    assert set(auroc["set"]) == {"easy", "hard"} and set(auroc["detector"]) == {
+        "msp", "energy", "knn", "mahalanobis"
+    }  # fmt: skip
+    from sklearn.metrics import roc_auc_score
+
+    knn_easy = auroc[(auroc.detector == "knn") & (auroc.set == "easy")]["value"].item()
+    s = np.r_[test["score:knn"], easy["score:knn"]]
+    assert knn_easy == pytest.approx(roc_auc_score(np.r_[np.ones(120), np.zeros(80)], s))
+    prov = json.loads((out / "results.json").read_text())
+    assert prov["config"]["detectors"] == ["msp", "energy", "knn", "mahalanobis"]
+    assert prov["fpr_convention"] == {"fpr95": "id_recall"}
+    assert prov["versions"]["numpy"] == np.__version__
+    assert set(prov["stages"]) == {"split", "extract", "score", "evaluate", "report"}
+    assert prov["sets"]["easy"]["role"] == "ood"
+    assert not prov["errors"]
+
+
+def test_second_run_reuses_every_stage(stores, tmp_path):
+    out = tmp_path / "out"
+    cfg = base_config(stores, out, protocols={"osr": {}})
+    first = run(cfg, progress=False)
+    assert len(first.stages["score"].computed) == 4 * 4  # 4 detectors x (id_test + 3 sets)
+    second = run(cfg, progress=False)
+    stages = _stages(out)
+    assert all(rec["cached"] for rec in stages.values()), stages
+    assert stages["score"]["computed"] == [] and len(stages["score"]["reused"]) == 16
+    assert stages["evaluate"]["reused"] == ["results"]
+    pd.testing.assert_frame_equal(first.results, second.results)
+    # --force recomputes and gives the same numbers
+    forced = run(cfg, progress=False, force=True)
+    assert len(forced.stages["score"].computed) == 16 and not forced.stages["evaluate"].cached
+    pd.testing.assert_frame_equal(first.results, forced.results)
+
+
+def test_a_new_detector_recomputes_only_its_scores(stores, tmp_path):
+    out = tmp_path / "out"
+    run(base_config(stores, out, protocols={"osr": {}}), progress=False)
+    cfg = base_config(stores, out, protocols={"osr": {}})
+    cfg["detectors"] = [*cfg["detectors"], "mls", {"name": "knn", "params": {"k": 3}}]
+    with pytest.raises(InputError, match="knn listed twice"):
+        run(cfg, progress=False)
+    cfg["detectors"] = [*cfg["detectors"][:4], "mls"]
+    result = run(cfg, progress=False)
+    rec = result.stages["score"]
+    assert sorted(rec.computed) == sorted(
+        f"main/mls/{s}" for s in ("id_test", "easy", "hard", "cov")
+    )
+    assert len(rec.reused) == 16
+    assert not result.stages["evaluate"].cached  # the tidy table is recomputed
+    assert "mls" in set(result.results["detector"].dropna())
+    # changing a hyperparameter is a new detector key
+    cfg["detectors"] = ["msp", {"name": "knn", "params": {"k": 3}}]
+    rec = run(cfg, progress=False).stages["score"]
+    assert sorted({c.split("/")[1] for c in rec.computed}) == ["knn"]
+
+
+def test_a_failing_detector_gives_error_rows_and_the_run_completes(stores, tmp_path):
+    out = tmp_path / "out"
+    cfg = base_config(stores, out, protocols={"osr": {}})
+    cfg["detectors"] = ["msp", {"name": "knn", "params": {"k": 10_000}}]  # k > 240 train rows
+    result = run(cfg, progress=False)
+    assert any(e.startswith("detector knn: fit failed") for e in result.errors)
+    rows = result.results[result.results["detector"] == "knn"]
+    assert len(rows) and rows["value"].isna().all() and rows["error"].notna().all()
+    ok = result.results[(result.results["detector"] == "msp") & (result.results.metric == "auroc")]
+    assert ok["value"].notna().all() and ok["error"].isna().all()
+    prov = json.loads((out / "results.json").read_text())
+    assert any("knn" in e for e in prov["errors"])
+    scores = pd.read_parquet(out / "scores" / "easy.parquet")
+    assert scores["score:knn"].isna().all() and scores["score:msp"].notna().all()
+
+
+def test_zero_sample_set_is_one_clear_error(stores, tmp_path):
+    cfg = base_config(stores, tmp_path / "out")
+    cfg["data"]["sets"]["easy"]["select"] = {"split": "medium"}
+    with pytest.raises(InputError) as info:
+        run(cfg, progress=False)
+    msg = str(info.value)
+    assert msg.startswith("config: data.sets.easy: the set has zero samples after select")
+    assert "has 160 rows" in msg and "(split)" in msg
+
+
+def test_class_count_mismatch_between_model_stores_and_class_list(stores, tmp_path):
+    rng = np.random.default_rng(1)
+    means = np.abs(rng.normal(0, 3, (C + 1, stores["means"].shape[1]))).astype(np.float32)
+    w = means
+    b = np.zeros(C + 1, np.float32)
+    five = make_store(tmp_path / "five", rng, means, (w, b), 50)
+    cfg = base_config(stores, tmp_path / "out")
+    cfg["data"]["sets"]["cov"]["store"] = str(five)
+    with pytest.raises(
+        InputError, match=r"data.sets.cov: the store has 5 classes but id_train has 4"
+    ):
+        run(cfg, progress=False)
+    cfg = base_config(stores, tmp_path / "out")
+    cfg["model"] = {"name": "resnet18", "num_classes": 10}
+    with pytest.raises(
+        InputError, match=r"data.id_train: the store has 4 classes .* model.num_classes is 10"
+    ):
+        run(cfg, progress=False)
+    listed = tmp_path / "classes.txt"
+    listed.write_text("a\nb\nc\n")
+    cfg = base_config(stores, tmp_path / "out", classes=str(listed))
+    with pytest.raises(InputError, match=r"has 4 classes but the class list .* has 3"):
+        run(cfg, progress=False)
+
+
+def test_class_list_order_must_agree(tmp_path, stores):
+    rng = np.random.default_rng(2)
+    means, head = stores["means"], stores["head"]
+    a = make_store(tmp_path / "a", rng, means, head, 40, classes=["w", "x", "y", "z"])
+    b = make_store(tmp_path / "b", rng, means, head, 40, classes=["x", "w", "y", "z"])
+    cfg = base_config(stores, tmp_path / "out")
+    cfg["data"] = {"id_train": {"store": str(a)}, "id_test": {"store": str(b)}}
+    with pytest.raises(
+        InputError, match=r"data.id_test: the store's class list differs from that of id_train"
+    ):
+        run(cfg, progress=False)
+
+
+def test_all_detectors_without_head_leaves_head_detectors_out(tmp_path, stores):
+    from semshift.features import write_store
+
+    rng = np.random.default_rng(3)
+    paths = {}
+    for name, n in (("train", 120), ("test", 60), ("ood", 40)):
+        lab = np.arange(n) % C if name != "ood" else np.full(n, -1)
+        logits = rng.normal(0, 1, (n, C)).astype(np.float32) + 3 * np.eye(C, dtype=np.float32)[
+            lab % C
+        ] * (name != "ood")
+        idx = pd.DataFrame({"path": [f"{i}" for i in range(n)], "label": lab})
+        write_store(tmp_path / name, index=idx, arrays={"logits": logits}, fsync=False)
+        paths[name] = tmp_path / name
+    cfg = {
+        "output": str(tmp_path / "out"),
+        "data": {"id_train": {"store": str(paths["train"])},
+                 "id_test": {"store": str(paths["test"])},
+                 "sets": {"ood": {"role": "ood", "store": str(paths["ood"])}}},
+        "detectors": "all",
+        "protocols": {"osr": {}},
+        "bootstrap": {"n_resamples": 0},
+    }  # fmt: skip
+    result = run(cfg, progress=False)
+    used = set(result.results["detector"].dropna())
+    assert {"msp", "mls", "energy", "entropy", "gen", "klm", "temp_scaling", "openmax"} <= used
+    assert not used & {"knn", "vim", "react", "mahalanobis", "odin", "rankfeat"}
+    notes = result.provenance["notes"]
+    assert notes["detectors_left_out"]["knn"] == "needs features"
+    assert notes["detectors_left_out"]["react"] == "needs features, a head"
+    assert notes["detectors_left_out"]["odin"] == "not a score column of every evaluated store"
+    # no id_val: klm / temp_scaling take a seeded half of id_train, and results.json says so
+    assert (
+        "seeded half of id_train" in notes["val_source"] and "60 of 120 rows" in notes["val_source"]
+    )
+    assert not result.errors
+
+
+def test_grid_levels_from_store_columns_and_from_a_table(stores, tmp_path):
+    out = tmp_path / "out"
+    cfg = base_config(stores, out)
+    cfg["data"]["sets"] = {
+        "grid": {"role": "ood", "store": str(stores["graded"]),
+                 "grid": {"semantic": "sem_level", "covariate": "cov_level"}},
+    }  # fmt: skip
+    run(cfg, progress=False)
+    frame = pd.read_parquet(out / "scores" / "grid.parquet")
+    from semshift.features import open_store
+
+    idx = open_store(stores["graded"]).index
+    assert frame["semantic_level"].tolist() == idx["sem_level"].astype(str).tolist()
+    assert frame["covariate_level"].tolist() == idx["cov_level"].astype(str).tolist()
+    # the same levels from a levels.csv-style table matched by row, with one row left without level
+    table = pd.DataFrame({"row": np.arange(len(idx))[::-1],
+                          "s": idx["sem_level"].to_numpy()[::-1].astype(float),
+                          "c": idx["cov_level"].to_numpy()[::-1]})  # fmt: skip
+    table.loc[table.row == 0, "s"] = np.nan
+    table.to_csv(tmp_path / "levels.csv", index=False)
+    cfg["data"]["sets"]["grid"]["grid"] = {"semantic": "s", "covariate": "c",
+                                           "table": str(tmp_path / "levels.csv")}  # fmt: skip
+    run(cfg, progress=False)
+    frame = pd.read_parquet(out / "scores" / "grid.parquet")
+    expected = idx["sem_level"].astype(str).tolist()
+    got = frame["semantic_level"]
+    assert got.isna().tolist() == [True] + [False] * (len(idx) - 1)  # null level
+    assert got.tolist()[1:] == expected[1:]
+    table.iloc[:-1].to_csv(tmp_path / "short.csv", index=False)
+    cfg["data"]["sets"]["grid"]["grid"]["table"] = str(tmp_path / "short.csv")
+    with pytest.raises(InputError, match=r"grid.table: .* has 199 lines for a set of 200 rows"):
+        run(cfg, progress=False)
+
+
+def test_covariate_set_with_unknown_labels_is_refused(stores, tmp_path):
+    cfg = base_config(stores, tmp_path / "out")
+    cfg["data"]["sets"]["cov"]["store"] = str(stores["ood"])
+    with pytest.raises(InputError, match=r"data.sets.cov: a covariate set needs known labels"):
+        run(cfg, progress=False)
+
+
+def test_a_failing_report_keeps_the_results(stores, tmp_path, monkeypatch):
+    import semshift.report as report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no figures today")
+
+    monkeypatch.setattr(report, "write_report", broken, raising=False)
+    out = tmp_path / "out"
+    result = run(base_config(stores, out, protocols={"osr": {}}, report={}), progress=False)
+    assert result.errors == ["report: RuntimeError: no figures today"]
+    prov = json.loads((out / "results.json").read_text())
+    assert prov["notes"]["report_error"] == "RuntimeError: no figures today"
+    assert len(pd.read_parquet(out / "results.parquet")) == len(result.results) > 0
+
+
+def test_headline_table_is_auroc_x100_per_detector():
+    rows = pd.DataFrame(
+        {
+            "protocol": ["osr", "osr", "osr", "newclass"],
+            "set": ["id_test", "easy", "easy", "cov"],
+            "split": [None, "easy", "easy", None],
+            "semantic_level": [None] * 4,
+            "covariate_level": [None] * 4,
+            "detector": [None, "msp", "knn", "msp"],
+            "metric": ["accuracy", "auroc", "auroc", "auroc"],
+            "value": [0.9, 0.8123, 0.654, 0.7],
+        }
+    )
+    table = headline_table(rows)
+    assert table.loc["msp", "osr:easy (easy)"] == 81.2
+    assert table.loc["knn", "osr:easy (easy)"] == 65.4
+    assert table.loc["msp", "newclass:cov"] == 70.0
