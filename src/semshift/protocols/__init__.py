@@ -7,9 +7,12 @@ live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass
 ``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``.
 """
 
+from semshift.protocols.generalisation import generalisation
 from semshift.protocols.graded import graded, level_order
+from semshift.protocols.gzsl import gzsl
 from semshift.protocols.newclass import newclass_failure
 from semshift.protocols.osr import osr
+from semshift.protocols.sanity import sanity
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import RESULT_COLUMNS, error_row, results_frame
 
@@ -19,9 +22,12 @@ __all__ = [
     "Bootstrap",
     "ScoredSet",
     "error_row",
+    "generalisation",
     "graded",
+    "gzsl",
     "level_order",
     "newclass_failure",
     "osr",
     "results_frame",
+    "sanity",
 ]

@@ -1,0 +1,98 @@
+"""GZSL protocol (Xian et al., proposed splits): ts, tr, H and ZSL top-1 as result rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from semshift.metrics import gzsl as gzsl_metric
+from semshift.protocols.tidy import error_row, results_frame
+
+__all__ = ["gzsl"]
+
+
+def gzsl(
+    labels: ArrayLike,
+    preds: ArrayLike,
+    seen_classes: Sequence[int] | ArrayLike,
+    unseen_classes: Sequence[int] | ArrayLike,
+    *,
+    zsl_preds: ArrayLike | None = None,
+    set_name: str | None = None,
+) -> pd.DataFrame:
+    """GZSL accuracies as result rows (protocol ``gzsl``, detector null).
+
+    Computed by :func:`semshift.metrics.gzsl` (per-class top-1 averaged over classes):
+    ``ts`` (unseen-class test images, predictions over all classes), ``tr`` (seen-class test
+    images), ``h`` = 2 ts tr / (ts + tr), and ``zsl_top1`` (unseen-class test images,
+    predictions over the unseen classes only). ``zsl_top1`` needs predictions restricted to the
+    unseen classes: a score matrix ``preds`` (n, C) gives them (argmax over the unseen
+    columns), or pass ``zsl_preds``; with class-id ``preds`` and no ``zsl_preds`` its row is an
+    error row (``"n/a: ..."``). ``n_id`` = seen-class and ``n_ood`` = unseen-class test images
+    on every row; no CIs (NaN bounds).
+
+    Parameters
+    ----------
+    labels : array_like of int, shape (n,)
+        True class ids, each in ``seen_classes`` or ``unseen_classes``.
+    preds : array_like, shape (n,) of int or (n, C) of float
+        GZSL predictions (class ids) or a class score matrix.
+    seen_classes, unseen_classes : sequence of int
+        Disjoint class id sets.
+    zsl_preds : array_like of int, shape (n,), optional
+        Predictions over the unseen classes (used at unseen-class images only).
+    set_name : str, optional
+        Value of the ``set`` column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The tidy table (:data:`semshift.protocols.tidy.RESULT_COLUMNS`).
+
+    Raises
+    ------
+    InputError
+        As :func:`semshift.metrics.gzsl`: overlapping class sets, a label in neither set, no
+        seen or no unseen test image, shape mismatches.
+
+    References
+    ----------
+    .. [1] Xian et al., "Zero-Shot Learning - A Comprehensive Evaluation of the Good, the Bad
+       and the Ugly", TPAMI 2019.
+
+    Examples
+    --------
+    >>> from semshift.protocols import gzsl
+    >>> df = gzsl([0, 1, 2, 2], [0, 1, 1, 2], seen_classes=[0, 1], unseen_classes=[2],
+    ...           zsl_preds=[2, 2, 2, 2])
+    >>> df[["metric", "value"]].round(4).values.tolist()
+    [['ts', 0.5], ['tr', 1.0], ['h', 0.6667], ['zsl_top1', 1.0]]
+    """
+    r = gzsl_metric(preds, labels, seen_classes, unseen_classes, zsl_pred=zsl_preds)
+    y = np.asarray(labels)
+    n_unseen = int(np.isin(y, np.asarray(unseen_classes)).sum())
+    base: dict[str, Any] = {
+        "protocol": "gzsl",
+        "set": set_name,
+        "n_id": y.size - n_unseen,
+        "n_ood": n_unseen,
+    }
+    rows: list[dict[str, Any]] = []
+    for m in ("ts", "tr", "h", "zsl_top1"):
+        v = float(getattr(r, m))
+        if np.isnan(v):
+            rows.append(
+                error_row(
+                    error="n/a: zsl_top1 needs predictions over the unseen classes (a score "
+                    "matrix preds, or zsl_preds)",
+                    metric=m,
+                    **base,
+                )
+            )
+        else:
+            rows.append({**base, "metric": m, "value": v})
+    return results_frame(rows)
