@@ -616,6 +616,8 @@ class _Runner:
                         f"{where}: the store has {c} classes but {ref['name']} has {ref['c']}; "
                         "every set must be scored by the same classifier"
                     )
+                if s.role == "ood":
+                    continue  # labels of semantic-shift sets are ignored (all -1)
                 if ids is not None and ref["ids"] is not None and list(ids) != list(ref["ids"]):
                     raise InputError(
                         f"{where}: the store's class list differs from that of {ref['name']}; "

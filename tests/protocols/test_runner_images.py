@@ -1,0 +1,112 @@
+"""End to end from images: extraction through a tiny registered CNN, the random-model sanity
+check, and the extraction cache."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from semshift.features.models import MODELS, HookAdapter, register_model
+from semshift.protocols.runner import run
+
+torch.set_num_threads(1)
+MODEL = "semshift-test-runner-cnn"
+
+if MODEL not in MODELS:
+
+    @register_model(MODEL, "conv 3->8, ReLU, global average pool, linear head")
+    def _tiny_cnn(num_classes: int = 3) -> HookAdapter:
+        net = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(8, num_classes),
+        )
+        return HookAdapter(MODEL, net)
+
+
+def _write_images(root, classes, seed):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for folder, (count, colour) in classes.items():
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for k in range(count):
+            arr = rng.integers(0, 60, (32, 32, 3)).astype(np.int64)
+            arr[..., colour] += 180  # class = dominant colour channel
+            Image.fromarray(arr.clip(0, 255).astype(np.uint8)).save(root / folder / f"{k}.png")
+
+
+@pytest.fixture(scope="module")
+def image_config(tmp_path_factory):
+    root = tmp_path_factory.mktemp("images")
+    _write_images(root / "train", {"r": (6, 0), "g": (6, 1), "b": (6, 2)}, 0)
+    _write_images(root / "test", {"r": (4, 0), "g": (4, 1), "b": (4, 2)}, 1)
+    _write_images(root / "ood", {"grey": (8, 0)}, 2)
+    (root / "classes.txt").write_text("r\ng\nb\n")
+    torch.manual_seed(0)
+    weights = root / "tiny.pt"
+    torch.save(MODELS[MODEL].build(num_classes=3).module.state_dict(), weights)
+    return root, {
+        "output": str(root / "out"),
+        "classes": str(root / "classes.txt"),
+        "model": {"name": MODEL, "weights": str(weights), "num_classes": 3,
+                  "preset": "resize32-crop32", "batch_size": 8, "shard_size": 16},
+        "data": {
+            "id_train": {"images": str(root / "train")},
+            "id_test": {"images": str(root / "test")},
+            "sets": {
+                "ood": {"role": "ood", "split": "ood", "images": str(root / "ood")},
+                "noise": {"role": "covariate", "covariate_level": 3, "images": str(root / "test"),
+                          "corruption": {"name": "gaussian_noise", "severity": 3}},
+            },
+        },
+        "detectors": ["msp", "energy", {"name": "knn", "params": {"k": 3}}, "odin"],
+        "protocols": {"osr": {}, "sanity": {"n_models": 2, "delta": 0.05}},
+        "bootstrap": {"n_resamples": 20},
+    }  # fmt: skip
+
+
+def test_images_are_extracted_scored_and_sanity_checked(image_config):
+    from semshift.features import open_store
+
+    root, cfg = image_config
+    out = root / "out"
+    result = run(cfg, progress=False)
+    ext = result.stages["extract"]
+    # 4 sources with the weights + the same 4 through each of 2 random-init copies
+    assert len(ext.computed) == 4 + 4 * 2 and not ext.reused
+    assert any(k.endswith("(random seed 1)") for k in ext.keys)
+    prov = json.loads((out / "results.json").read_text())
+    store = open_store(prov["sets"]["noise"]["store"])
+    assert len(store) == 12 and set(store.index["corruption"]) == {"gaussian_noise"}
+    assert "odin" in store.array_names  # model-level detector computed during extraction
+    assert store.meta["classes"]["ids"] == ["r", "g", "b"]
+    ood = open_store(prov["sets"]["ood"]["store"])
+    assert (ood.labels == -1).all()  # 'grey' is not in the class list: unknown
+    # odin scores are read back from the store's score column
+    import pandas as pd
+
+    frame = pd.read_parquet(out / "scores" / "ood.parquet")
+    np.testing.assert_allclose(frame["score:odin"], ood.arrays("odin")[0].astype(np.float64))
+    # sanity: per seed, set and detector an AUROC row; the per-seed score files exist
+    table = result.results
+    san = table[table["protocol"] == "sanity"]
+    assert set(san["split"].dropna()) >= {"seed0", "seed1"}
+    assert (out / "sanity" / "seed1" / "ood.parquet").is_file()
+    assert prov["seeds"]["sanity_models"] == [0, 1]
+    # the covariate set is the ID test images with noise: same labels, other scores
+    noise = pd.read_parquet(out / "scores" / "noise.parquet")
+    test = pd.read_parquet(out / "scores" / "id_test.parquet")
+    np.testing.assert_array_equal(noise["label"], test["label"])
+    assert not np.allclose(noise["score:msp"], test["score:msp"])
+
+    again = run(cfg, progress=False)
+    assert again.stages["extract"].computed == [] and len(again.stages["extract"].reused) == 12
+    assert all(rec.cached for rec in again.stages.values())
+    pd.testing.assert_frame_equal(again.results, result.results)
