@@ -26,6 +26,8 @@ ROLES: tuple[str, ...] = ("id_test", "ood", "covariate")
 
 def _int_array(x: Any, what: str) -> NDArray[np.int64]:
     arr = np.asarray(x)
+    if arr.size == 0 and arr.ndim == 1:
+        return np.zeros(0, dtype=np.int64)  # an empty list is float by default
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
         raise InputError(f"{what} must hold integer class ids, got dtype {arr.dtype}")
     if arr.ndim != 1:

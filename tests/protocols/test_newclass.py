@@ -1,0 +1,71 @@
+"""New-class vs failure detection and the AUROC decomposition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semshift.protocols import Bootstrap, ScoredSet, newclass_failure
+
+
+def table(boot=None):
+    idt = ScoredSet("id_test", "id_test", [0, 1, 2, 3], [0, 1, 2, 0],
+                    {"msp": [0.9, 0.8, 0.7, 0.2]})  # fmt: skip
+    # covariate set: the classifier is wrong on half of it (the two low-scored images)
+    cov = ScoredSet("cov", "covariate", [0, 1, 2, 3], [0, 1, 0, 0],
+                    {"msp": [0.6, 0.5, 0.35, 0.15]}, split="hard")  # fmt: skip
+    ood = ScoredSet("ood", "ood", [-1, -1], [0, 0], {"msp": [0.4, 0.1]})
+    return newclass_failure(idt, [cov, ood], bootstrap=boot or Bootstrap(0))
+
+
+def value(df, protocol, set_, metric="auroc"):
+    r = df[(df["protocol"] == protocol) & (df["set"] == set_) & (df["metric"] == metric)]
+    assert len(r) == 1
+    return r.iloc[0]
+
+
+def test_newclass_and_failure_positives_and_negatives():
+    df = table()
+    # new-class: every cov image positive vs OOD [0.4, 0.1]: 0.6, 0.5 beat both; 0.35, 0.15 one
+    r = value(df, "newclass", "cov")
+    assert r["value"] == pytest.approx(6 / 8) and (r["n_id"], r["n_ood"]) == (4, 2)
+    assert r["split"] == "hard"
+    # failure: positives = correct cov [0.6, 0.5]; negatives = wrong cov [0.35, 0.15] + OOD
+    r = value(df, "failure", "cov")
+    assert r["value"] == 1.0 and (r["n_id"], r["n_ood"]) == (2, 4)
+    # id_test: new-class 7 of 8 pairs; failure: correct [0.9, 0.8, 0.7] vs [0.2, 0.4, 0.1]
+    assert value(df, "newclass", "id_test")["value"] == pytest.approx(7 / 8)
+    assert value(df, "failure", "id_test")["value"] == 1.0
+
+
+def test_decomposition_identity_is_exact():
+    rng = np.random.default_rng(3)
+    n = 300
+    labels = rng.integers(0, 5, n)
+    preds = np.where(rng.random(n) < 0.7, labels, (labels + 1) % 5)
+    idt = ScoredSet("id_test", "id_test", labels, preds,
+                    {"a": rng.normal(1, 1, n) + (preds == labels)})  # fmt: skip
+    ood = ScoredSet("ood", "ood", -np.ones(120, int), np.zeros(120, int),
+                    {"a": rng.normal(0, 1, 120)})  # fmt: skip
+    df = newclass_failure(idt, [ood], bootstrap=Bootstrap(100))
+    d = df[df["protocol"] == "decomposition"].set_index("metric")["value"]
+    assert d["acc"] == pytest.approx((preds == labels).mean())
+    assert d["auroc"] == pytest.approx(
+        d["acc"] * d["auroc_correct"] + (1 - d["acc"]) * d["auroc_incorrect"], abs=1e-12
+    )
+    assert d["auroc"] == value(df, "newclass", "id_test")["value"]
+    cis = df[df["protocol"] == "decomposition"]
+    assert (cis["ci_low"] <= cis["value"]).all() and (cis["value"] <= cis["ci_high"]).all()
+
+
+def test_undefined_term_and_failed_detector_are_error_rows():
+    idt = ScoredSet("id_test", "id_test", [0, 1], [0, 1], {"a": [2.0, 3.0]},
+                    errors={"b": "out of memory"})  # fmt: skip
+    ood = ScoredSet("ood", "ood", [-1], [0], {"a": [1.0], "b": [0.0]})
+    df = newclass_failure(idt, [ood], bootstrap=Bootstrap(20))
+    inc = df[(df["detector"] == "a") & (df["metric"] == "auroc_incorrect")].iloc[0]
+    assert np.isnan(inc["value"]) and inc["error"].startswith("n/a: no misclassified")
+    b = df[df["detector"] == "b"]
+    assert (
+        len(b) == 7 and b["value"].isna().all() and b["error"].str.contains("out of memory").all()
+    )
