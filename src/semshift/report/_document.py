@@ -1,0 +1,367 @@
+"""The report as a list of sections (tables, figures, text), rendered by ``html`` and ``markdown``.
+
+Sections appear only for the protocols present in the results. Figures are drawn here, saved
+as PNG under ``<output>/figures/`` and closed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from semshift.report import figures as F
+from semshift.report import tables as T
+from semshift.report._load import RunData
+
+__all__ = ["FigureRef", "Paragraph", "Report", "Section", "build_report"]
+
+#: Resolution of the saved PNGs: small, so 24-detector small multiples stay light.
+DPI = 80
+
+
+@dataclass(frozen=True)
+class FigureRef:
+    """A saved figure: PNG path, alt text and caption."""
+
+    path: Path
+    alt: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """Plain text (no markup); ``items`` renders as a bullet list after the text."""
+
+    text: str
+    items: tuple[str, ...] = ()
+
+
+Block = T.Table | FigureRef | Paragraph
+
+
+@dataclass
+class Section:
+    """A report section: ``key`` is its HTML anchor."""
+
+    key: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """Everything the renderers need."""
+
+    title: str
+    intro: Paragraph
+    sections: list[Section]
+    figures: list[Path]
+    timings: dict[str, float]
+
+
+def fpr_convention(provenance: dict[str, Any]) -> str:
+    """The FPR@95 convention of the run: ``results.json``'s ``fpr_convention``, else id_recall.
+
+    The runner writes a mapping metric -> convention (``{"fpr95": "id_recall"}``); a plain
+    string is accepted too.
+    """
+    conv = provenance.get("fpr_convention")
+    if isinstance(conv, str) and conv:
+        return conv
+    if isinstance(conv, dict) and conv:
+        values = sorted({str(v) for v in conv.values()})
+        return ", ".join(values) if len(values) > 1 else values[0]
+    return "id_recall"
+
+
+def fpr_sentence(provenance: dict[str, Any]) -> str:
+    """One sentence stating the FPR@95 convention."""
+    conv = fpr_convention(provenance)
+    if conv == "id_recall":
+        how = (
+            "threshold at 95% ID recall (the largest t with at least 95% of ID scores >= t), "
+            "FPR = fraction of OOD scores >= t (ODIN / SSB / classic)"
+        )
+    elif conv == "ood_recall":
+        how = (
+            "threshold catching 95% of the OOD samples (OOD = score <= t), FPR = fraction of "
+            "ID scores <= t (OpenOOD >= v1.5)"
+        )
+    else:
+        how = "as recorded in results.json"
+    return f"FPR@95 convention: {conv}: {how}."
+
+
+def sanity_delta(provenance: dict[str, Any]) -> float:
+    """``config.protocols.sanity.delta`` from results.json, else 0.05."""
+    try:
+        delta = provenance["config"]["protocols"]["sanity"]["delta"]
+        value = float(delta)
+    except (KeyError, TypeError, ValueError):
+        return 0.05
+    return value if math.isfinite(value) else 0.05
+
+
+class _Figures:
+    """Save figures under ``figures/`` with unique names, closing each after saving."""
+
+    def __init__(self, folder: Path, dpi: int) -> None:
+        self.folder = folder
+        self.dpi = dpi
+        self.paths: list[Path] = []
+        self.seconds: dict[str, float] = {}
+
+    def save(self, name: str, fig: Figure | None, alt: str, caption: str) -> FigureRef | None:
+        if fig is None:
+            return None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{name}.png"
+        fig.savefig(path, dpi=self.dpi, metadata={"Software": None})
+        fig.clear()
+        self.paths.append(path)
+        return FigureRef(path, alt, caption)
+
+    def timed(self, name: str, make: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        out = make()
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+        return out
+
+
+def _add(section: Section, block: Block | None) -> None:
+    if block is not None:
+        section.blocks.append(block)
+
+
+def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> Report:
+    """Build every section for the protocols present and save the figures."""
+    res = run.results
+    prov = run.provenance
+    figs = _Figures(run.root / "figures", dpi)
+    present = run.protocols()
+    fpr_note = fpr_sentence(prov)
+    sections: list[Section] = []
+
+    if "osr" in present:
+        sec = Section("osr", "Open-set recognition")
+        sec.blocks.append(figs.timed("tables", lambda: T.osr_table(res)))
+        _add(sec, figs.timed("tables", lambda: T.osr_metrics_table(res, fpr_note=fpr_note)))
+        _add(
+            sec,
+            figs.save(
+                "level_curves",
+                figs.timed("level_curves", lambda: F.level_curves_figure(res)),
+                "AUROC vs semantic level per detector",
+                "AUROC x100 vs semantic shift level (OSR splits easy < medium < hard"
+                + ("; graded grid level means" if "graded" in present else "")
+                + "), one line per detector.",
+            ),
+        )
+        _add(
+            sec,
+            figs.save(
+                "oscr_curves",
+                figs.timed("oscr", lambda: F.oscr_figure(run)),
+                "OSCR curves per detector and split",
+                "Correct classification rate vs false positive rate, computed from scores/: "
+                "known correct = label == pred on id_test. Each curve ends at the closed-set "
+                "accuracy.",
+            ),
+        )
+        sections.append(sec)
+
+    if "newclass" in present or "failure" in present:
+        sec = Section("newclass_failure", "New-class vs failure detection")
+        sec.blocks.append(T.newclass_failure_table(res))
+        sections.append(sec)
+
+    if "decomposition" in present:
+        sec = Section("decomposition", "AUROC decomposition")
+        sec.blocks.append(T.decomposition_table(res))
+        _add(
+            sec,
+            figs.save(
+                "decomposition",
+                figs.timed("decomposition", lambda: F.decomposition_figure(res)),
+                "AUROC decomposition bars per detector",
+                "AUROC of all ID, correctly classified ID and misclassified ID test samples "
+                "against the pooled OOD.",
+            ),
+        )
+        sections.append(sec)
+
+    if "graded" in present:
+        sec = Section("graded", "Graded semantic x covariate shift grid")
+        for metric in T.graded_metrics(res):
+            for axis in ("semantic", "covariate"):
+                try:
+                    sec.blocks.append(T.graded_level_table(res, metric=metric, axis=axis))
+                except ValueError:
+                    pass  # no level means for this metric / axis
+            try:
+                sec.blocks.append(T.graded_trend_table(res, metric=metric))
+            except ValueError:
+                pass
+            t0 = time.perf_counter()
+            pages = F.grid_heatmap_figures(res, metric)
+            figs.seconds[f"heatmaps_{metric}"] = time.perf_counter() - t0
+            for k, fig in enumerate(pages):
+                suffix = "" if k == 0 else f"_{k + 1}"
+                _add(
+                    sec,
+                    figs.save(
+                        f"grid_{_safe(metric)}{suffix}",
+                        fig,
+                        f"{T.metric_label(metric)} heatmaps per detector",
+                        f"{T.metric_label(metric)} per grid cell (rows: semantic level, columns: "
+                        "covariate level); grey hatched cells are N/A (too few OOD samples).",
+                    ),
+                )
+        if "osr" not in present:
+            _add(
+                sec,
+                figs.save(
+                    "level_curves",
+                    figs.timed("level_curves", lambda: F.level_curves_figure(res)),
+                    "AUROC vs semantic level per detector",
+                    "AUROC x100 vs semantic level (mean over covariate levels), one line per "
+                    "detector.",
+                ),
+            )
+        sections.append(sec)
+
+    if "sanity" in present:
+        delta = sanity_delta(prov)
+        sec = Section("sanity", "Random-model sanity check")
+        sec.blocks.append(T.sanity_table(res, delta=delta))
+        _add(
+            sec,
+            figs.save(
+                "sanity",
+                figs.timed("sanity", lambda: F.sanity_figure(res, delta)),
+                "Sanity check: AUROC with CI per detector and set",
+                f"AUROC with bootstrap CI of each random-init model; grey band 0.5 ± {delta:g}; "
+                "flagged detectors in red.",
+            ),
+        )
+        sections.append(sec)
+
+    if "generalisation" in present:
+        sec = Section("generalisation", "Generalisation under covariate shift")
+        sec.blocks.append(T.generalisation_table(res))
+        sections.append(sec)
+
+    if "gzsl" in present:
+        sec = Section("gzsl", "Generalised zero-shot learning")
+        sec.blocks.append(T.gzsl_table(res))
+        sections.append(sec)
+
+    if run.score_files:
+        sec = Section("scores", "Score distributions")
+        pages = figs.timed("histograms", lambda: F.score_histogram_figures(run))
+        for k, fig in enumerate(pages):
+            _add(
+                sec,
+                figs.save(
+                    "score_histograms" + ("" if k == 0 else f"_{k + 1}"),
+                    fig,
+                    "Score histograms per detector",
+                    "Normality scores (higher = more in-distribution) of ID test (grey) and each "
+                    "other set, density per set.",
+                ),
+            )
+        if sec.blocks:
+            sections.append(sec)
+
+    errors = _errors(run)
+    if errors:
+        sections.append(
+            Section(
+                "errors",
+                "Errors",
+                [Paragraph("Detectors or sets that failed (the run went on):", tuple(errors))],
+            )
+        )
+    sections.append(Section("provenance", "Provenance", _provenance_blocks(run, fpr_note)))
+
+    name = title or prov.get("name") or (prov.get("config") or {}).get("name")
+    report_title = str(name) if name else f"semshift report: {run.root.name}"
+    detectors = [d for d in dict.fromkeys(res["detector"]) if d is not None]
+    intro = Paragraph(
+        f"{len(detectors)} detector(s); protocols: {', '.join(present)}. Scores are normality "
+        f"scores (higher = more in-distribution); table values are x100 with one decimal. "
+        f"{fpr_note}"
+    )
+    return Report(report_title, intro, sections, figs.paths, figs.seconds)
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+
+
+def _errors(run: RunData) -> list[str]:
+    res = run.results
+    bad = res[res["error"].notna()]
+    out: dict[str, None] = {}
+    for r in bad.itertuples(index=False):
+        where = ", ".join(
+            f"{k} {v}"
+            for k, v in (("detector", r.detector), ("set", r.set), ("split", r.split))
+            if v is not None
+        )
+        out.setdefault(f"{r.protocol}: {where or 'run'}: {r.error}", None)
+    for e in run.provenance.get("errors") or []:
+        out.setdefault(str(e), None)
+    return list(out)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _provenance_blocks(run: RunData, fpr_note: str) -> list[Block]:
+    prov = run.provenance
+    blocks: list[Block] = [Paragraph(fpr_note)]
+    if not prov:
+        blocks.append(Paragraph(f"No results.json in {run.root}: provenance unknown."))
+        return blocks
+    cfg = prov.get("config") or {}
+    if isinstance(cfg, dict) and cfg:
+        keys = ("name", "seed", "detectors", "protocols", "metrics", "bootstrap", "model")
+        items = tuple(f"{k}: {_short(cfg[k])}" for k in keys if k in cfg)
+        if items:
+            blocks.append(Paragraph("Configuration:", items))
+    versions = prov.get("versions")
+    if isinstance(versions, dict) and versions:
+        items = tuple(f"{k} {v}" for k, v in versions.items() if v is not None)
+        if prov.get("semshift_version"):
+            items = (f"semshift {prov['semshift_version']}", *items)
+        blocks.append(Paragraph("Versions:", items))
+    seeds = prov.get("seeds")
+    if seeds:
+        blocks.append(Paragraph(f"Seeds: {_short(seeds)}"))
+    timings: list[str] = []
+    stages = prov.get("stages")
+    if isinstance(stages, dict):
+        for k, v in stages.items():
+            secs = v.get("seconds") if isinstance(v, dict) else v
+            if isinstance(secs, int | float):
+                timings.append(f"{k}: {secs:.2f} s")
+    plain = prov.get("timings")
+    if isinstance(plain, dict):
+        timings += [f"{k}: {v:.2f} s" for k, v in plain.items() if isinstance(v, int | float)]
+    if isinstance(prov.get("total_seconds"), int | float):
+        timings.append(f"total: {prov['total_seconds']:.2f} s")
+    if timings:
+        blocks.append(Paragraph("Stage timings:", tuple(timings)))
+    if prov.get("created"):
+        blocks.append(Paragraph(f"Run created: {prov['created']}"))
+    return blocks

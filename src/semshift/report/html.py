@@ -1,0 +1,87 @@
+"""``report.html``: one self-contained file (inline CSS, figures as base64 data URIs).
+
+No scripts, external style sheets, fonts or network requests: the file opens offline and can
+be mailed as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from semshift.report._document import FigureRef, Paragraph, Report
+from semshift.report.tables import Table
+
+__all__ = ["render_html"]
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1200px; padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; border-bottom: 1px solid #ddd;
+     padding-bottom: .2rem; margin-top: 2.2rem; }
+nav a { margin-right: .8rem; }
+figure { margin: 1.2rem 0; overflow-x: auto; }
+figure.table table { border-collapse: collapse; font-size: .85rem;
+                     font-variant-numeric: tabular-nums; }
+table caption { text-align: left; font-weight: 600; padding-bottom: .3rem; }
+th, td { padding: .2rem .55rem; border-bottom: 1px solid #e3e3e3; white-space: nowrap; }
+thead th { border-bottom: 2px solid #999; text-align: center; }
+tbody th { text-align: left; font-weight: normal; }
+td { text-align: right; }
+td.err { color: #b00020; }
+figcaption { font-size: .8rem; color: #555; max-width: 60rem; margin-top: .3rem; }
+ol.footnotes { font-size: .78rem; color: #7a1020; margin: .3rem 0 0 0; }
+figure.plot img { max-width: 100%; height: auto; border: 1px solid #eee; }
+ul.items { font-size: .9rem; }
+"""
+
+
+def _paragraph(p: Paragraph) -> str:
+    out = f"<p>{html.escape(p.text)}</p>"
+    if p.items:
+        out += '\n<ul class="items">' + "".join(f"<li>{html.escape(i)}</li>" for i in p.items)
+        out += "</ul>"
+    return out + "\n"
+
+
+def _figure(f: FigureRef) -> str:
+    data = base64.b64encode(f.path.read_bytes()).decode("ascii")
+    return (
+        '<figure class="plot">'
+        f'<img src="data:image/png;base64,{data}" alt="{html.escape(f.alt, quote=True)}">'
+        f"<figcaption>{html.escape(f.caption)}</figcaption></figure>\n"
+    )
+
+
+def render_html(report: Report) -> str:
+    """The whole report as one HTML document with its figures embedded."""
+    esc = html.escape
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(report.title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{esc(report.title)}</h1>",
+        _paragraph(report.intro),
+        "<nav>"
+        + "".join(f'<a href="#{s.key}">{esc(s.title)}</a>' for s in report.sections)
+        + "</nav>",
+    ]
+    for sec in report.sections:
+        out.append(f'<section id="{esc(sec.key)}">')
+        out.append(f"<h2>{esc(sec.title)}</h2>")
+        for block in sec.blocks:
+            if isinstance(block, Table):
+                out.append(block.to_html())
+            elif isinstance(block, FigureRef):
+                out.append(_figure(block))
+            else:
+                out.append(_paragraph(block))
+        out.append("</section>")
+    out += ["</body>", "</html>"]
+    return "\n".join(out) + "\n"
