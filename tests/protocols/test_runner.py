@@ -285,3 +285,47 @@ def test_headline_table_is_auroc_x100_per_detector():
     assert table.loc["msp", "osr:easy (easy)"] == 81.2
     assert table.loc["knn", "osr:easy (easy)"] == 65.4
     assert table.loc["msp", "newclass:cov"] == 70.0
+
+
+def test_every_protocol_and_a_failing_protocol_row(stores, tmp_path):
+    from semshift.protocols import gzsl
+
+    preds = tmp_path / "preds.csv"
+    seen = [True, True, False, False, True, False]
+    pd.DataFrame({"label": [0, 1, 2, 3, 0, 3], "pred": [0, 1, 1, 3, 0, 2], "seen": seen}).to_csv(
+        preds, index=False
+    )
+    cfg = base_config(stores, tmp_path / "out")
+    cfg["detectors"] = ["msp", "knn"]
+    grid = {"semantic": "sem_level", "covariate": "cov_level"}
+    cfg["data"]["sets"]["grid"] = {"role": "ood", "store": str(stores["graded"]), "grid": grid}
+    cfg["protocols"] = {
+        "osr": {}, "newclass_failure": {}, "graded": {"min_count": 5}, "generalisation": {},
+        "gzsl": {"predictions": str(preds)},
+        "sanity": {"stores": {0: {"id_train": str(stores["train"]), "id_test": str(stores["test"]),
+                                  "easy": str(stores["ood"])}}},
+    }  # fmt: skip
+    result = run(cfg, progress=False)
+    table = result.results
+    assert set(table["protocol"]) == {
+        "osr", "newclass", "failure", "decomposition", "graded", "sanity", "generalisation", "gzsl"
+    }  # fmt: skip
+    direct = gzsl(np.array([0, 1, 2, 3, 0, 3]), np.array([0, 1, 1, 3, 0, 2]), [0, 1], [2, 3])
+    got = table[table.protocol == "gzsl"].set_index("metric")["value"]
+    pd.testing.assert_series_equal(got, direct.set_index("metric")["value"], check_names=False)
+    # the random-model store (here: the trained features) scored like the main run
+    san = table[(table.protocol == "sanity") & (table.metric == "auroc") & (table.set == "easy")]
+    osr_easy = table[(table.protocol == "osr") & (table.metric == "auroc") & (table.set == "easy")]
+    assert set(san["split"]) == {"seed0"}
+    assert san.set_index("detector")["value"].to_dict() == pytest.approx(
+        osr_easy.set_index("detector")["value"].to_dict()
+    )
+    # a protocol that raises is one error row; the others are kept
+    pd.DataFrame({"label": [0, 1], "pred": [0, 1], "seen": [True, False]}).iloc[:0].to_csv(
+        preds, index=False
+    )
+    failed = run(cfg, progress=False)
+    rows = failed.results[failed.results.protocol == "gzsl"]
+    assert len(rows) == 1 and rows["value"].isna().all() and rows["error"].notna().all()
+    assert any(e.startswith("protocol gzsl: ") for e in failed.errors)
+    assert (failed.results.protocol == "osr").sum() == (table.protocol == "osr").sum()
