@@ -212,8 +212,8 @@ def grid_heatmap_figures(results: pd.DataFrame, metric: str = "auroc") -> list[F
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if vmax <= vmin:
         vmin, vmax = vmin - 0.01, vmax + 0.01
-    cmap = colormaps["viridis" if metric_direction(metric) == "max" else "viridis_r"].copy()
-    cmap.set_bad(_NA_GREY)
+    name = "viridis" if metric_direction(metric) == "max" else "viridis_r"
+    cmap = colormaps[name].with_extremes(bad=_NA_GREY)
     figures = []
     for start in range(0, len(detectors), MAX_PANELS):
         page = detectors[start : start + MAX_PANELS]
