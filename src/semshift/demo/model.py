@@ -1,0 +1,258 @@
+"""The demo's small CNN (GlyphNet), its model adapter, registration and seeded CPU training.
+
+GlyphNet: four 3x3 convolution blocks (BatchNorm, ReLU; 2x2 max-pooling after the first three)
+of widths 16, 32, 64, 128 on a 32 x 32 RGB input, global average pooling to a 128-d penultimate
+feature h (non-negative, as after a ResNet's last ReLU) and a linear head. About 0.1 M
+parameters and 4 M multiply-adds per image.
+
+Importing :mod:`semshift.demo` registers it as ``demo-glyphnet`` in
+:mod:`semshift.features.models`, so ``load_model("demo-glyphnet", weights=..., num_classes=C)`` and
+``load_model("demo-glyphnet", random_init=True, seed=s, num_classes=C)`` both work. Its adapter
+exposes the last feature map (n, 128, 4, 4), so RankFeat runs on it.
+
+Preprocessing is the extractor's ``resize32-crop32`` preset with mean = std = 0.5 per channel:
+training feeds exactly what extraction computes from the PNG files (see :func:`to_input`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor, nn
+
+from semshift.errors import InputError
+from semshift.features.models import MODELS, ModelAdapter, register_model
+
+__all__ = [
+    "MEAN",
+    "MODEL_NAME",
+    "PRESET",
+    "STD",
+    "GlyphNet",
+    "GlyphNetAdapter",
+    "TrainResult",
+    "predict",
+    "to_input",
+    "train",
+]
+
+MODEL_NAME = "demo-glyphnet"
+PRESET = "resize32-crop32"
+MEAN = (0.5, 0.5, 0.5)
+STD = (0.5, 0.5, 0.5)
+
+
+def _block(cin: int, cout: int) -> list[nn.Module]:
+    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+
+class GlyphNet(nn.Module):
+    """A small CNN for 32 x 32 glyph images.
+
+    Parameters
+    ----------
+    num_classes : int
+    widths : tuple of four int
+        Channels of the four convolution blocks; the last is the feature dimension D.
+    """
+
+    def __init__(
+        self, num_classes: int = 48, widths: tuple[int, int, int, int] = (16, 32, 64, 128)
+    ):
+        super().__init__()
+        if num_classes < 1:
+            raise InputError(f"GlyphNet: num_classes must be >= 1, got {num_classes}")
+        w0, w1, w2, w3 = widths
+        self.trunk = nn.Sequential(
+            *_block(3, w0), nn.MaxPool2d(2),
+            *_block(w0, w1), nn.MaxPool2d(2),
+            *_block(w1, w2), nn.MaxPool2d(2),
+            *_block(w2, w3),
+        )  # fmt: skip
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(w3, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(torch.flatten(self.pool(self.trunk(x)), 1))
+
+
+class GlyphNetAdapter(ModelAdapter):
+    """GlyphNet as backbone (trunk + pooling -> h, (n, 128)) and linear head ``fc``."""
+
+    mean = MEAN
+    std = STD
+    input_size = 32
+    has_feature_map = True
+
+    def __init__(self, module: GlyphNet, name: str = MODEL_NAME) -> None:
+        self.name, self.module = name, module.eval()
+        self.layer = "pool(trunk) (global average pool of the last conv block)"
+
+    def feature_map(self, x: Tensor) -> Tensor:
+        return self._m.trunk(x)
+
+    def from_feature_map(self, fmap: Tensor) -> tuple[Tensor, Tensor]:
+        h = torch.flatten(self._m.pool(fmap), 1)
+        return self.head(h), h
+
+    def features(self, x: Tensor) -> Tensor:
+        return torch.flatten(self._m.pool(self._m.trunk(x)), 1)
+
+    def _head_module(self) -> nn.Linear:
+        return self._m.fc
+
+
+def _build(num_classes: int = 48, **kwargs: Any) -> ModelAdapter:
+    """GlyphNet, the semshift demo's small CNN for 32x32 glyphs (preset resize32-crop32)."""
+    return GlyphNetAdapter(GlyphNet(num_classes, **kwargs))
+
+
+if MODEL_NAME not in MODELS:  # registration happens once, on import
+    register_model(MODEL_NAME)(_build)
+
+
+def to_input(images: NDArray[np.uint8]) -> Tensor:
+    """``(n, H, W)`` grayscale uint8 -> ``(n, 3, H, W)`` float32, normalised like extraction.
+
+    Equals the extractor's ``ToTensor`` + ``Normalize(MEAN, STD)`` of the RGB-converted PNG
+    (the ``resize32-crop32`` resize and crop leave a 32 x 32 image unchanged).
+    """
+    x = torch.from_numpy(np.ascontiguousarray(images)).float().div_(255.0)
+    x = (x - MEAN[0]) / STD[0]
+    return x.unsqueeze(1).expand(-1, 3, -1, -1).contiguous()
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` did.
+
+    Attributes
+    ----------
+    adapter : GlyphNetAdapter
+        The trained model (eval mode).
+    history : list of dict
+        Per epoch: ``epoch``, ``loss`` (mean training cross-entropy), ``val_accuracy``.
+    val_accuracy : float
+        Final closed-set accuracy on the validation images (NaN without them).
+    seconds : float
+    """
+
+    adapter: GlyphNetAdapter
+    history: list[dict[str, float]]
+    val_accuracy: float
+    seconds: float
+
+
+@torch.no_grad()
+def predict(
+    adapter: ModelAdapter, images: NDArray[np.uint8], batch_size: int = 512
+) -> NDArray[np.int64]:
+    """Predicted class of each ``(n, H, W)`` uint8 image."""
+    adapter.module.eval()
+    out = [
+        adapter(to_input(images[i : i + batch_size]))[0].argmax(1).numpy()
+        for i in range(0, len(images), batch_size)
+    ]
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+
+
+def train(
+    images: NDArray[np.uint8],
+    labels: NDArray[np.int64],
+    num_classes: int,
+    *,
+    val_images: NDArray[np.uint8] | None = None,
+    val_labels: NDArray[np.int64] | None = None,
+    epochs: int = 4,
+    batch_size: int = 128,
+    lr: float = 4e-3,
+    weight_decay: float = 5e-4,
+    seed: int = 0,
+    threads: int | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+) -> TrainResult:
+    """Train GlyphNet on CPU with AdamW and a one-cycle schedule, deterministically.
+
+    Parameters
+    ----------
+    images : array (n, H, W) uint8
+        Grayscale training images (black ink on white).
+    labels : array (n,) int64
+        Class indices in ``[0, num_classes)``.
+    num_classes : int
+    val_images, val_labels : arrays, optional
+        Validation images; their accuracy is recorded after each epoch.
+    epochs, batch_size, lr, weight_decay : training hyperparameters
+    seed : int
+        Seeds the initialisation and the batch order (a private ``torch.Generator``; the global
+        RNG state is restored afterwards).
+    threads : int, optional
+        ``torch.set_num_threads`` during training (restored afterwards). The same seed and thread
+        count give bit-identical weights.
+    progress : callable, optional
+        ``progress(batches_done, batches_total)`` after each batch.
+
+    Raises
+    ------
+    InputError
+        Empty data, mismatched lengths or labels outside ``[0, num_classes)``.
+    """
+    n = len(images)
+    if n == 0 or len(labels) != n:
+        raise InputError(f"train: {n} images and {len(labels)} labels; need equal, non-zero counts")
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise InputError(
+            f"train: labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]"
+        )
+    if epochs < 1 or batch_size < 1:
+        raise InputError(f"train: epochs and batch_size must be >= 1, got {epochs}, {batch_size}")
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    t0 = time.perf_counter()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = GlyphNet(num_classes)
+            gen = torch.Generator().manual_seed(seed)
+            x_all = to_input(images)
+            y_all = torch.from_numpy(np.asarray(labels, np.int64))
+            steps = epochs * -(-n // batch_size)
+            opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+            sched = torch.optim.lr_scheduler.OneCycleLR(
+                opt, max_lr=lr, total_steps=steps, pct_start=0.25
+            )
+            loss_fn = nn.CrossEntropyLoss()
+            adapter = GlyphNetAdapter(net)
+            history: list[dict[str, float]] = []
+            done = 0
+            val_acc = float("nan")
+            for epoch in range(epochs):
+                net.train()
+                order = torch.randperm(n, generator=gen)
+                total = 0.0
+                for lo in range(0, n, batch_size):
+                    idx = order[lo : lo + batch_size]
+                    loss = loss_fn(net(x_all[idx]), y_all[idx])
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+                    total += float(loss.detach()) * len(idx)
+                    done += 1
+                    if progress is not None:
+                        progress(done, steps)
+                net.eval()
+                if val_images is not None and val_labels is not None and len(val_images):
+                    val_acc = float((predict(adapter, val_images) == val_labels).mean())
+                history.append({"epoch": epoch + 1, "loss": total / n, "val_accuracy": val_acc})
+    finally:
+        torch.set_num_threads(old_threads)
+    net.eval()
+    return TrainResult(adapter, history, val_acc, time.perf_counter() - t0)
