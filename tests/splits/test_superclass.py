@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from semshift.errors import InputError, UnknownNameError
 from semshift.splits.superclass import build_superclasses, load_superclass_names, split_by_scores
 from semshift.taxonomy import read_custom_taxonomy
+from semshift.taxonomy.classlists import load_classlist
 
 TOY = """id,parent,name
 entity,,entity
@@ -194,3 +197,60 @@ def test_minilm_encoder_loads_offline_and_drives_the_fallback(toy, monkeypatch):
     )
     got = set(r.assignment["wnid"])
     assert {"phone", "smartphone"} <= got and not {"car", "canoe"} & got
+
+
+def test_numpy_minilm_matches_sentence_transformers(monkeypatch):
+    """The NumPy forward pass equals sentence-transformers on 300 ImageNet-21K-P class names."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from semshift.splits import _minilm
+    from semshift.splits.superclass import MiniLMEncoder
+    from semshift.taxonomy.custom import load_taxonomy
+
+    tax = load_taxonomy("wordnet")
+    pool = load_classlist("imagenet21k-p")
+    rng = np.random.default_rng(0)
+    names = [tax.label(str(w)) for w in rng.choice(list(pool.ids), 300, replace=False)]
+    # odd inputs: surrounding spaces, case variants (the same token ids), one long text
+    names += ["  Dog ", "dog", "DOG", "a " + "very " * 40 + "long name"]
+    fast = MiniLMEncoder()
+    assert fast.backend == "numpy" and fast.fallback_reason is None
+
+    def unavailable(*args, **kwargs):
+        raise ImportError("no tokenizers")
+
+    monkeypatch.setattr(_minilm, "NumpyMiniLM", unavailable)
+    ref = MiniLMEncoder()  # "auto" falls back to sentence-transformers, saying why
+    assert ref.backend == "sentence-transformers"
+    assert ref.fallback_reason == "ImportError: no tokenizers"
+    a, b = fast.encode(names), ref.encode(names)
+    assert a.shape == b.shape == (len(names), 384) and a.dtype == np.float32
+    assert np.abs(a - b).max() < 1e-5
+    np.testing.assert_array_equal(a[-4], a[-3])  # "  Dog " is stripped and lower-cased
+    np.testing.assert_array_equal(a[-3], a[-2])
+    assert fast.encode([]).shape == (0, 384)
+    with pytest.raises(InputError, match="backend 'numpy' cannot load: no tokenizers"):
+        MiniLMEncoder(backend="numpy")
+    with pytest.raises(InputError, match="backend must be one of auto, numpy"):
+        MiniLMEncoder(backend="onnx")
+
+
+def test_numpy_minilm_refuses_other_pooling(tmp_path):
+    """A model folder whose modules differ from Transformer + mean Pooling + Normalize."""
+    from semshift.splits._minilm import NumpyMiniLM, minilm_model_dir
+
+    src = minilm_model_dir()
+    for f in src.rglob("*"):
+        if f.is_file():
+            dst = tmp_path / f.relative_to(src)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(f)
+    pooling = tmp_path / "1_Pooling" / "config.json"
+    cfg = json.loads(pooling.read_text())
+    cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.unlink()
+    pooling.write_text(json.dumps(cfg))
+    with pytest.raises(InputError, match="only mean pooling"):
+        NumpyMiniLM(tmp_path)
+    (tmp_path / "modules.json").unlink()
+    with pytest.raises(InputError, match="cannot read its config"):
+        NumpyMiniLM(tmp_path)
