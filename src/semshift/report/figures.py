@@ -51,11 +51,16 @@ _LINESTYLES = ("-", "--", "-.", ":")
 
 
 def detector_colors(detectors: Sequence[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
-    """A (linestyle, colour) per detector: 20 distinct colours, then the next line style."""
+    """A (linestyle, colour) per detector: 20 distinct colours, then the next line style.
+
+    tab20's strong colours come first, its light partners after, so that up to 10 detectors
+    get clearly different colours.
+    """
     cmap = colormaps["tab20"]
+    order = [*range(0, 20, 2), *range(1, 20, 2)]
     out = {}
     for k, d in enumerate(detectors):
-        out[d] = (_LINESTYLES[(k // 20) % len(_LINESTYLES)], tuple(cmap(k % 20)))
+        out[d] = (_LINESTYLES[(k // 20) % len(_LINESTYLES)], tuple(cmap(order[k % 20])))
     return out
 
 
@@ -103,9 +108,18 @@ def _panels(
 
 
 def _legend(fig: Figure, ax: Axes, n: int) -> None:
+    """Legend right of ``ax`` with every labelled line of the figure (once per label)."""
     if n == 0:
         return
+    handles: dict[str, Any] = {}
+    for a in fig.axes:
+        for line in a.get_lines():
+            label = str(line.get_label())
+            if not label.startswith("_"):
+                handles.setdefault(label, line)
     ax.legend(
+        list(handles.values()),
+        list(handles),
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         fontsize=7,
