@@ -275,8 +275,20 @@ def make_run(
                 for i, sl in enumerate(SEM_LEVELS):
                     for j, cl in enumerate(COV_LEVELS):
                         sel = (sem_arr == sl) & (cov_arr == cl)
-                        if sel.sum() < 10:
-                            continue  # N/A cell: no row, as the runner writes it
+                        if sel.sum() < 10:  # N/A cell: a NaN row with an "n/a: ..." note
+                            add(
+                                protocol="graded",
+                                set="grid",
+                                semantic_level=sl,
+                                covariate_level=cl,
+                                detector=d,
+                                metric=metric,
+                                value=np.nan,
+                                error="n/a: fewer than 10 samples",
+                                n_id=n_id,
+                                n_ood=int(sel.sum()),
+                            )
+                            continue
                         s = np.r_[id_scores[d], grid[d][sel]]
                         m = np.r_[np.zeros(n_id, bool), np.ones(int(sel.sum()), bool)]
                         v = auroc(s, m) if metric == "auroc" else fpr_at_tpr(s, m)

@@ -63,6 +63,9 @@ def test_every_section_and_figure(written: tuple[Path, object]) -> None:
         assert f"](figures/{p.name})" in md
     assert "FPR@95 convention: id_recall" in md and "FPR@95 convention: id_recall" in html
     assert "RuntimeError: singular covariance in broken.fit" in md
+    # N/A grid cells are listed once per set and message, apart from the failures
+    assert "- graded: set grid: n/a: fewer than 10 samples (6 rows)" in md
+    assert "err: msp" not in md
 
 
 def test_html_is_self_contained_with_decodable_pngs(written: tuple[Path, object]) -> None:

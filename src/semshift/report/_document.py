@@ -281,14 +281,16 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
             sections.append(sec)
 
     errors = _errors(run)
-    if errors:
-        sections.append(
-            Section(
-                "errors",
-                "Errors",
-                [Paragraph("Detectors or sets that failed (the run went on):", tuple(errors))],
+    not_evaluated = _not_evaluated(run)
+    if errors or not_evaluated:
+        blocks: list[Block] = []
+        if errors:
+            blocks.append(
+                Paragraph("Detectors or sets that failed (the run went on):", tuple(errors))
             )
-        )
+        if not_evaluated:
+            blocks.append(Paragraph("Not evaluated (N/A, not failures):", tuple(not_evaluated)))
+        sections.append(Section("errors", "Errors and N/A", blocks))
     sections.append(Section("provenance", "Provenance", _provenance_blocks(run, fpr_note)))
 
     name = title or prov.get("name") or (prov.get("config") or {}).get("name")
@@ -306,9 +308,20 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
 
 
+def _not_evaluated(run: RunData) -> list[str]:
+    """The runner's "n/a: ..." rows, once per protocol, set and message (not failures)."""
+    res = run.results
+    na = res[res["error"].map(T.is_na_note)]
+    out: dict[str, int] = {}
+    for r in na.itertuples(index=False):
+        key = f"{r.protocol}: set {r.set}: {r.error}"
+        out[key] = out.get(key, 0) + 1
+    return [f"{k} ({n} row{'s' if n > 1 else ''})" for k, n in out.items()]
+
+
 def _errors(run: RunData) -> list[str]:
     res = run.results
-    bad = res[res["error"].notna()]
+    bad = res[res["error"].notna() & ~res["error"].map(T.is_na_note)]
     out: dict[str, None] = {}
     for r in bad.itertuples(index=False):
         where = ", ".join(

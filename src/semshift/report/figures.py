@@ -261,7 +261,10 @@ def grid_heatmap_figures(results: pd.DataFrame, metric: str = "auroc") -> list[F
                         linewidth=0,
                     )
                 )
-            failed = graded[(graded["detector"] == d) & graded["error"].notna()]
+            errs = graded["error"]
+            failed = graded[
+                (graded["detector"] == d) & errs.notna() & ~errs.fillna("").str.startswith("n/a")
+            ]
             if not np.isfinite(g).any() and not failed.empty:
                 ax.text(0.5, 0.5, "err", transform=ax.transAxes, ha="center", va="center")
             ax.set_title(d, fontsize=8, pad=2)

@@ -400,12 +400,17 @@ def _rows(results: pd.DataFrame, protocol: str | Iterable[str]) -> pd.DataFrame:
     return results[results["protocol"].isin(names)]
 
 
+def is_na_note(error: str | None) -> bool:
+    """True for the runner's "n/a: ..." rows (a grid cell with too few samples): not a failure."""
+    return error is not None and error.startswith("n/a")
+
+
 def _cell(row: Any) -> Cell:
     return Cell(
         value=float(row.value),
         ci_low=float(row.ci_low),
         ci_high=float(row.ci_high),
-        error=row.error,
+        error=None if is_na_note(row.error) else row.error,
     )
 
 
@@ -432,7 +437,7 @@ class _ErrorIndex:
         self.items = [
             (r.detector, r.set, r.split, Cell(error=str(r.error)))
             for r in rows.itertuples(index=False)
-            if r.metric is None and r.error is not None
+            if r.metric is None and r.error is not None and not is_na_note(r.error)
         ]
 
     def get(self, detector: str | None, where: str | None) -> Cell:
@@ -737,6 +742,8 @@ def graded_metrics(results: ResultsLike) -> list[str]:
     """The grid metrics of the ``graded`` rows (``auroc``, ``fpr95`` ...), in first-seen order."""
     res = as_results(results)
     rows = _rows(res, "graded")
+    # metrics with at least one value (the runner's error-only "cells" rows are not metrics)
+    rows = rows[rows["value"].notna()]
     names = [str(m).split(".", 1)[0] for m in rows["metric"] if m is not None]
     return [str(m) for m in ordered_unique(names)]
 
