@@ -56,3 +56,17 @@ def test_many_subsets_and_detectors_equal_explicit_resamples():
                 y = np.r_[np.zeros(40, bool), np.ones(sizes[c], bool)]
                 assert st.values["auroc"][d, c, k] == pytest.approx(auroc(s, y), abs=1e-15)
                 assert st.values["fpr95"][d, c, k] == pytest.approx(fpr_at_tpr(s, y), abs=1e-15)
+
+
+def test_threads_and_blocks_do_not_change_values():
+    rng = np.random.default_rng(2)
+    ids = [rng.normal(1, 1, 200) for _ in range(5)]
+    subs = [[rng.normal(0, 1, n) for n in (30, 70, 50)] for _ in range(5)]
+    kw = {"n_resamples": 77, "seed": 9, "stats": ("auroc", "fpr95")}
+    one = ranked_bootstrap(ids, subs, threads=1, **kw)
+    many = ranked_bootstrap(ids, subs, threads=3, **kw)
+    for m in ("auroc", "fpr95"):
+        np.testing.assert_array_equal(one.values[m], many.values[m])
+    # detector 2 alone gives the same resamples (draws are shared, not per detector)
+    alone = ranked_bootstrap(ids[2:3], subs[2:3], threads=1, **kw)
+    np.testing.assert_array_equal(alone.values["auroc"][0], one.values["auroc"][2])

@@ -26,8 +26,10 @@ subset's resamples are still a stratified bootstrap of (reference, subset), only
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,7 @@ from semshift.protocols.tidy import error_row
 __all__ = ["BootstrapStats", "percentile_ci", "ranked_bootstrap"]
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int32]
 
 #: statistics :func:`ranked_bootstrap` can resample
 STATS = ("auroc", "fpr95", "oscr", "auroc_correct", "auroc_incorrect", "acc")
@@ -87,48 +90,99 @@ def percentile_ci(samples: FloatArray, level: float) -> tuple[FloatArray, FloatA
     return q[0], q[1]
 
 
+def _n_threads(threads: int | None) -> int:
+    if threads is not None:
+        return max(1, int(threads))
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
+
+
+_PROCESS_BLOCK = 32  # resamples processed together (draw blocks are merged up to this many)
+
+
 def _blocks(
     rng: np.random.Generator, n_ref: int, sizes: Sequence[int], n_resamples: int
-) -> Iterator[tuple[NDArray[np.int64], FloatArray]]:
-    """Multiplicities per block of resamples, transposed: reference (n_ref, b) and all subsets
-    concatenated (sum n_c, b), each in sample order."""
+) -> Iterator[tuple[IntArray, IntArray]]:
+    """Multiplicities per block of resamples, transposed, as int32: reference (n_ref, b) and all
+    subsets concatenated (sum n_c, b), each in sample order.
+
+    Draws follow the documented stream (draw blocks of the ``bootstrap_ci`` size); consecutive
+    draw blocks are merged into blocks of at least ``_PROCESS_BLOCK`` resamples, which changes
+    nothing in the values.
+    """
     total = n_ref + int(sum(sizes))
     block = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(total, 1)))
+    target = max(block, min(_PROCESS_BLOCK, n_resamples))
     done = 0
+    refs: list[IntArray] = []
+    subs: list[IntArray] = []
+    pending = 0
     while done < n_resamples:
         b = min(block, n_resamples - done)
-        w_ref = np.ascontiguousarray(_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref).T)
-        w_sub = np.empty((total - n_ref, b))
+        refs.append(_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref).T.astype(np.int32))
+        w_sub = np.empty((total - n_ref, b), dtype=np.int32)
         off = 0
         for n in sizes:
             w_sub[off : off + n] = _counts(rng.integers(0, n, size=(b, n)), n).T
             off += n
-        yield w_ref, w_sub
+        subs.append(w_sub)
         done += b
+        pending += b
+        if pending >= target or done == n_resamples:
+            yield np.hstack(refs), np.hstack(subs)
+            refs, subs, pending = [], [], 0
 
 
 _Plan = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], bool, NDArray[np.bool_]]
 
 
-def _below_dot(
-    cm: FloatArray, plan: _Plan, w_sub: FloatArray, bounds: NDArray[np.intp]
-) -> FloatArray:
+def _below_dot(cm: IntArray, plan: _Plan, w_sub: IntArray, bounds: NDArray[np.intp]) -> FloatArray:
     """Per subset and resample, sum over the subset's samples of multiplicity x (cumulated
-    reference weight below the sample, ties counted 1/2): shape (n_sub, b)."""
+    reference weight below the sample, ties counted 1/2): shape (n_sub, b).
+
+    Integer arithmetic (int32 gathers, int64 sums), so the result is exact.
+    """
     _, lt, le, ties, _ = plan
     g = np.take(cm, lt, axis=0)
-    if ties:
-        g += np.take(cm, le, axis=0)
-        g *= 0.5
-    return _segment_dot(w_sub, g, bounds)
+    if not ties:
+        return _segment_dot(w_sub, g, bounds).astype(np.float64)
+    g += np.take(cm, le, axis=0)
+    return np.multiply(_segment_dot(w_sub, g, bounds), 0.5, dtype=np.float64)
 
 
-def _segment_dot(w: FloatArray, g: FloatArray, bounds: NDArray[np.intp]) -> FloatArray:
-    """Per segment of rows, the column-wise dot products: (n_segments, b)."""
-    out = np.empty((bounds.size - 1, w.shape[1]))
+def _segment_dot(w: IntArray, g: IntArray, bounds: NDArray[np.intp]) -> NDArray[np.int64]:
+    """Per segment of rows, the column-wise dot products in int64: (n_segments, b)."""
+    out = np.empty((bounds.size - 1, w.shape[1]), dtype=np.int64)
     for c in range(bounds.size - 1):
         a, e = bounds[c], bounds[c + 1]
-        out[c] = np.einsum("jb,jb->b", w[a:e], g[a:e])
+        out[c] = np.einsum("jb,jb->b", w[a:e], g[a:e], dtype=np.int64)
+    return out
+
+
+def _accepted(
+    w_sub: IntArray, le: NDArray[np.intp], i_fpr: NDArray[np.intp], bounds: NDArray[np.intp]
+) -> NDArray[np.int64]:
+    """Per subset and resample, the resampled subset samples with ``le > i_fpr[b]``.
+
+    Rows with ``le`` above every threshold of the block count in every resample (one
+    matrix-vector product per subset); only the rows between the smallest and the largest
+    threshold are compared per resample.
+    """
+    lo, hi = int(i_fpr.min()), int(i_fpr.max())
+    always = (le > hi).astype(np.int32)
+    out = np.empty((bounds.size - 1, w_sub.shape[1]), dtype=np.int64)
+    for c in range(bounds.size - 1):
+        a, e = bounds[c], bounds[c + 1]
+        out[c] = np.einsum("jb,j->b", w_sub[a:e], always[a:e], dtype=np.int64)
+    band = np.flatnonzero((le > lo) & (le <= hi))
+    if band.size:
+        hit = le[band][:, None] > i_fpr[None, :]  # (n_band, b)
+        part = np.where(hit, w_sub[band], 0).astype(np.int64)
+        seg = np.searchsorted(bounds, band, side="right") - 1
+        np.add.at(out, seg, part)
     return out
 
 
@@ -141,6 +195,7 @@ def ranked_bootstrap(
     stats: Sequence[str] = ("auroc",),
     correct: NDArray[np.bool_] | None = None,
     tpr: float = 0.95,
+    threads: int | None = None,
 ) -> BootstrapStats:
     """Bootstrap ranking statistics of a reference set (positive) against many subsets.
 
@@ -165,6 +220,9 @@ def ranked_bootstrap(
         True for correctly classified reference samples.
     tpr : float, default 0.95
         Recall level of ``fpr95``.
+    threads : int, optional
+        Worker threads over detectors; default: the CPUs this process may use (at most 8).
+        Results do not depend on it.
 
     Returns
     -------
@@ -190,66 +248,77 @@ def ranked_bootstrap(
     if n_ref == 0 or n_sub == 0 or min(sizes) == 0:
         return BootstrapStats(out)
     bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
-    # per detector: sort order of the reference, positions of all subset scores among it
-    plans: list[_Plan | None] = []
-    for d in range(n_det):
+    k_fpr = _n_required(float(tpr), n_ref)
+    n0 = np.asarray(sizes, dtype=np.float64)[:, None]  # (n_sub, 1)
+
+    def plan_of(d: int) -> _Plan | None:
+        # sort order of the reference, positions of all subset scores among it
         r = ref[d]
         have = np.array([subsets[d][c] is not None for c in range(n_sub)])
         if r is None or not have.any():
-            plans.append(None)
-            continue
+            return None
         order = np.argsort(r, kind="stable")
         r_sorted = r[order]
-        sub = np.concatenate(
-            [s if s is not None else np.zeros(n) for s, n in zip(subsets[d], sizes, strict=True)]
-        )
+        parts = [
+            s if s is not None else np.zeros(n) for s, n in zip(subsets[d], sizes, strict=True)
+        ]
+        sub = np.concatenate(parts)
         lt = np.searchsorted(r_sorted, sub, side="left")
         le = np.searchsorted(r_sorted, sub, side="right")
-        plans.append((order, lt, le, bool((lt != le).any()), have))
-    k_fpr = _n_required(float(tpr), n_ref)
-    n0 = np.asarray(sizes, dtype=np.float64)[:, None]  # (n_sub, 1)
-    rng = np.random.default_rng(seed)
-    start = 0
-    for w_ref, w_sub in _blocks(rng, n_ref, sizes, n_resamples):
-        b = w_ref.shape[1]
-        sl = slice(start, start + b)
-        start += b
-        for d, plan in enumerate(plans):
-            if plan is None:
-                continue
-            order, _, le, _, have = plan
-            w_sorted = np.take(w_ref, order, axis=0)  # (n_ref, b)
-            cum = np.zeros((n_ref + 1, b))
-            np.cumsum(w_sorted, axis=0, out=cum[1:])
+        return order, lt, le, bool((lt != le).any()), have
 
-            u = None  # pairs (reference above subset sample) per subset and resample
-            if "auroc" in stats or "auroc_incorrect" in stats:
-                u = n_ref * n0 - _below_dot(cum, plan, w_sub, bounds)
-            if "auroc" in stats:
+    def block(d: int, plan: _Plan, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
+        # every statistic of detector d on one block of resamples (writes out[...][d] only)
+        order, _, le, _, have = plan
+        b = w_ref.shape[1]
+        w_sorted = np.take(w_ref, order, axis=0)  # (n_ref, b)
+        cum = np.zeros((n_ref + 1, b), dtype=np.int32)
+        np.cumsum(w_sorted, axis=0, out=cum[1:])
+        u = None  # pairs (reference above subset sample) per subset and resample
+        if "auroc" in stats or "auroc_incorrect" in stats:
+            u = n_ref * n0 - _below_dot(cum, plan, w_sub, bounds)
+        if "auroc" in stats:
+            assert u is not None
+            out["auroc"][d, have, sl] = (u / (n_ref * n0))[have]
+        if "fpr95" in stats:
+            i_fpr = np.count_nonzero(cum[:-1] <= n_ref - k_fpr, axis=0) - 1  # (b,)
+            out["fpr95"][d, have, sl] = (_accepted(w_sub, le, i_fpr, bounds) / n0)[have]
+        if not need_correct:
+            return
+        assert correct is not None
+        cum_c = np.zeros((n_ref + 1, b), dtype=np.int32)
+        np.cumsum(w_sorted * correct[order][:, None], axis=0, out=cum_c[1:])
+        n_c = cum_c[-1][None, :].astype(np.float64)  # (1, b) resampled correct count
+        above_c = n_c * n0 - _below_dot(cum_c, plan, w_sub, bounds)  # (n_sub, b)
+        if "oscr" in stats:
+            out["oscr"][d, have, sl] = (above_c / (n_ref * n0))[have]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if "auroc_correct" in stats:
+                out["auroc_correct"][d, have, sl] = (above_c / (n_c * n0))[have]
+            if "auroc_incorrect" in stats:
                 assert u is not None
-                out["auroc"][d, have, sl] = (u / (n_ref * n0))[have]
-            if "fpr95" in stats:
-                i_fpr = np.count_nonzero(cum[:-1] <= n_ref - k_fpr, axis=0) - 1  # (b,)
-                accepted = (le[:, None] > i_fpr[None, :]).astype(np.float64)
-                out["fpr95"][d, have, sl] = (_segment_dot(w_sub, accepted, bounds) / n0)[have]
-            if need_correct:
-                assert correct is not None
-                cum_c = np.zeros((n_ref + 1, b))
-                np.cumsum(w_sorted * correct[order][:, None], axis=0, out=cum_c[1:])
-                n_c = cum_c[-1][None, :]  # (1, b) resampled correct count
-                above_c = n_c * n0 - _below_dot(cum_c, plan, w_sub, bounds)  # (n_sub, b)
-                if "oscr" in stats:
-                    out["oscr"][d, have, sl] = (above_c / (n_ref * n0))[have]
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    if "auroc_correct" in stats:
-                        out["auroc_correct"][d, have, sl] = (above_c / (n_c * n0))[have]
-                    if "auroc_incorrect" in stats:
-                        assert u is not None
-                        n_w = n_ref - n_c
-                        above_w = u - above_c  # the pairs split into correct and incorrect
-                        out["auroc_incorrect"][d, have, sl] = (above_w / (n_w * n0))[have]
-                if "acc" in stats:
-                    out["acc"][d, have, sl] = np.broadcast_to(n_c / n_ref, (n_sub, b))[have]
+                n_w = n_ref - n_c
+                above_w = u - above_c  # the pairs split into correct and incorrect
+                out["auroc_incorrect"][d, have, sl] = (above_w / (n_w * n0))[have]
+        if "acc" in stats:
+            out["acc"][d, have, sl] = np.broadcast_to(n_c / n_ref, (n_sub, b))[have]
+
+    # Detectors run in threads (NumPy releases the GIL in take / cumsum / einsum / sort); each
+    # writes its own rows of ``out``, so the result does not depend on the scheduling.
+    with ThreadPoolExecutor(max_workers=_n_threads(threads)) as pool:
+        plans = list(pool.map(plan_of, range(n_det)))
+        rng = np.random.default_rng(seed)
+        start = 0
+        for w_ref, w_sub in _blocks(rng, n_ref, sizes, n_resamples):
+            sl = slice(start, start + w_ref.shape[1])
+            start += w_ref.shape[1]
+            jobs = [
+                pool.submit(block, d, p, w_ref, w_sub, sl)
+                for d, p in enumerate(plans)
+                if p is not None
+            ]
+            for job in jobs:
+                job.result()
     return BootstrapStats(out)
 
 
