@@ -117,23 +117,27 @@ def _blocks(
     block = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(total, 1)))
     target = max(block, min(_PROCESS_BLOCK, n_resamples))
     done = 0
-    refs: list[IntArray] = []
-    subs: list[IntArray] = []
-    pending = 0
     while done < n_resamples:
-        b = min(block, n_resamples - done)
-        refs.append(_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref).T.astype(np.int32))
-        w_sub = np.empty((total - n_ref, b), dtype=np.int32)
-        off = 0
-        for n in sizes:
-            w_sub[off : off + n] = _counts(rng.integers(0, n, size=(b, n)), n).T
-            off += n
-        subs.append(w_sub)
-        done += b
-        pending += b
-        if pending >= target or done == n_resamples:
-            yield np.hstack(refs), np.hstack(subs)
-            refs, subs, pending = [], [], 0
+        # draw blocks of the bootstrap_ci size until the processing block is full
+        draws = []
+        n_b = 0
+        while done + n_b < n_resamples and n_b < target:
+            b = min(block, n_resamples - done - n_b)
+            draws.append(b)
+            n_b += b
+        w_ref = np.empty((n_ref, n_b), dtype=np.int32)
+        w_sub = np.empty((total - n_ref, n_b), dtype=np.int32)
+        col = 0
+        for b in draws:
+            cols = slice(col, col + b)
+            w_ref[:, cols] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref).T
+            off = 0
+            for n in sizes:
+                w_sub[off : off + n, cols] = _counts(rng.integers(0, n, size=(b, n)), n).T
+                off += n
+            col += b
+        done += n_b
+        yield w_ref, w_sub
 
 
 _Plan = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], bool, NDArray[np.bool_]]
@@ -307,18 +311,22 @@ def ranked_bootstrap(
     # writes its own rows of ``out``, so the result does not depend on the scheduling.
     with ThreadPoolExecutor(max_workers=_n_threads(threads)) as pool:
         plans = list(pool.map(plan_of, range(n_det)))
-        rng = np.random.default_rng(seed)
-        start = 0
-        for w_ref, w_sub in _blocks(rng, n_ref, sizes, n_resamples):
-            sl = slice(start, start + w_ref.shape[1])
-            start += w_ref.shape[1]
-            jobs = [
-                pool.submit(block, d, p, w_ref, w_sub, sl)
-                for d, p in enumerate(plans)
-                if p is not None
-            ]
-            for job in jobs:
-                job.result()
+        blocks = _blocks(np.random.default_rng(seed), n_ref, sizes, n_resamples)
+        with ThreadPoolExecutor(max_workers=1) as drawer:  # draws the next block meanwhile
+            nxt = drawer.submit(next, blocks, None)
+            start = 0
+            while (cur := nxt.result()) is not None:
+                nxt = drawer.submit(next, blocks, None)
+                w_ref, w_sub = cur
+                sl = slice(start, start + w_ref.shape[1])
+                start += w_ref.shape[1]
+                jobs = [
+                    pool.submit(block, d, p, w_ref, w_sub, sl)
+                    for d, p in enumerate(plans)
+                    if p is not None
+                ]
+                for job in jobs:
+                    job.result()
     return BootstrapStats(out)
 
 
