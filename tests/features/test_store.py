@@ -297,3 +297,22 @@ def test_sha256_store_of_older_versions_still_verifies(tmp_path: pathlib.Path) -
     shard.write_bytes(bytes(data))
     with pytest.raises(InputError, match="checksum differs"):
         open_store(tmp_path / "s").verify()
+
+
+def test_written_store_equals_reopened_store(tmp_path: pathlib.Path) -> None:
+    """write_store hands back the index it wrote; it equals what open_store reads from disk."""
+    n = 11
+    idx = pd.DataFrame(
+        {
+            "path": [f"im{i}.png" for i in range(n)],
+            "label": np.arange(n) % 3,
+            "split": ["a", "b"] * 5 + ["a"],
+            "severity": np.arange(n, dtype=np.int16),
+        }
+    )
+    arr = np.random.default_rng(0).standard_normal((n, 4)).astype(np.float32)
+    written = write_store(tmp_path / "s", index=idx, arrays={"features": arr}, shard_size=4)
+    reopened = open_store(tmp_path / "s")
+    pd.testing.assert_frame_equal(written.index, reopened.index)
+    np.testing.assert_array_equal(written.arrays("features")[0], arr)
+    assert written.groups == reopened.groups == ["split", "severity"]

@@ -46,6 +46,7 @@ array([ 9., 12., 15.], dtype=float32)
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import io
@@ -53,6 +54,7 @@ import json
 import mmap
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -412,22 +414,35 @@ class StoreWriter:
             )
         files: dict[str, dict[str, Any]] = {}
         name = _shard_name(k)
+        shaped = {key: np.asarray(arrays[key], dtype=np.float32) for key in self.arrays}
         for key, tail in self.arrays.items():
-            arr = np.asarray(arrays[key], dtype=np.float32)
-            if arr.shape != (n, *tail):
+            if shaped[key].shape != (n, *tail):
                 raise InputError(
-                    f"shard {k}: array {key!r} has shape {arr.shape}, expected {(n, *tail)}"
+                    f"shard {k}: array {key!r} has shape {shaped[key].shape}, expected {(n, *tail)}"
                 )
-            fname = f"{name}.{key}.npy"
-            sha, size = _write_npy(self.shard_dir / fname, arr, fsync=self.fsync)
-            files[key] = {"file": fname, "checksum": sha, "size": size}
         frame = index.reset_index(drop=True).copy()
         frame["sample_id"] = frame["sample_id"].astype(np.int64)
         frame["label"] = frame["label"].astype(np.int64)
         frame["path"] = frame["path"].astype(str)
-        fname = f"{name}.index.parquet"
-        sha, size = _write_parquet(self.shard_dir / fname, frame, fsync=self.fsync)
-        files["index"] = {"file": fname, "checksum": sha, "size": size}
+        index_name = f"{name}.index.parquet"
+        # the index is encoded and written on a helper thread while this one writes the arrays
+        # (Parquet encoding and file writes release the GIL); the commit record waits for both
+        with ThreadPoolExecutor(1, thread_name_prefix="semshift-index") as pool:
+            index_job = pool.submit(
+                _write_parquet, self.shard_dir / index_name, frame, fsync=self.fsync
+            )
+            try:
+                for key, arr in shaped.items():
+                    fname = f"{name}.{key}.npy"
+                    sha, size = _write_npy(self.shard_dir / fname, arr, fsync=self.fsync)
+                    files[key] = {"file": fname, "checksum": sha, "size": size}
+            except BaseException:
+                with contextlib.suppress(Exception):  # its own error is secondary to this one
+                    index_job.result()
+                (self.shard_dir / index_name).unlink(missing_ok=True)
+                raise
+            sha, size = index_job.result()
+        files["index"] = {"file": index_name, "checksum": sha, "size": size}
         rec = _ShardRecord(k, n, files, [_jsonable(dict(s)) for s in skipped])
         _write_json(self.shard_dir / f"{name}.json", rec.to_json(), fsync=self.fsync)
         self._records[k] = rec
@@ -506,7 +521,7 @@ class StoreWriter:
             "shards": [{"shard": r.shard, "rows": r.rows, "files": r.files} for r in recs],
         }
         _write_json(self.path / "meta.json", full, fsync=self.fsync)
-        return open_store(self.path)
+        return open_store(self.path, _index=index)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -967,8 +982,11 @@ class Selection:
 
 
 # --------------------------------------------------------------------------- open / concat
-def open_store(path: str | Path) -> FeatureStore:
+def open_store(path: str | Path, *, _index: pd.DataFrame | None = None) -> FeatureStore:
     """Open a finished store lazily (reads ``meta.json`` and the index; arrays on demand).
+
+    ``_index`` is internal: the writer hands over the index it has just written, so finishing a
+    store does not read it back.
 
     Raises
     ------
@@ -994,7 +1012,7 @@ def open_store(path: str | Path) -> FeatureStore:
             f"{FORMAT_VERSION}"
         )
     try:
-        index = pd.read_parquet(root / "index.parquet")
+        index = pd.read_parquet(root / "index.parquet") if _index is None else _index
     except (OSError, ValueError) as err:
         raise InputError(f"{root / 'index.parquet'}: unreadable ({err})") from None
     shards = [
