@@ -62,7 +62,7 @@ from semshift import __version__
 from semshift.demo.fonts import FAMILIES, Font, covered, get_family
 from semshift.demo.glyphs import Glyph, inventory, write_taxonomy
 from semshift.demo.model import MODEL_NAME, PRESET, predict, train
-from semshift.demo.render import Augment, glyph_distance, render, render_many
+from semshift.demo.render import Augment, canonical, mean_distance, render_many
 from semshift.errors import InputError
 
 __all__ = ["BINS", "DemoData", "DemoParams", "DemoSet", "build_demo_data"]
@@ -137,7 +137,11 @@ class DemoParams:
         if not self.id_groups or any(k < 1 for _, k in self.id_groups):
             raise InputError(f"DemoParams.id_groups needs positive counts, got {self.id_groups}")
         for fam in self.font_families:
-            get_family(fam)
+            if fam not in FAMILIES:
+                raise InputError(
+                    f"DemoParams.font_families: unknown font family {fam!r}; known: "
+                    f"{', '.join(sorted(FAMILIES))}"
+                )
         if ID_FAMILY in self.font_families:
             raise InputError(f"DemoParams.font_families: {ID_FAMILY} is the ID font, not a shift")
         if not 0 < self.homoglyph_threshold < 1:
@@ -438,18 +442,6 @@ class _Progress:
         self.bar.update(tid, completed=total)
 
 
-def _canonical(glyphs: Sequence[Glyph], fonts: Sequence[Font], font_size: int) -> NDArray[np.uint8]:
-    """(styles, n, 32, 32) renderings without augmentation."""
-    return np.stack(
-        [np.stack([render(g.char, f, font_size=font_size) for g in glyphs]) for f in fonts]
-    )
-
-
-def _mean_distance(a: NDArray[np.uint8], b: NDArray[np.uint8]) -> NDArray[np.float64]:
-    """Mean over styles of :func:`glyph_distance`; a (S, n, H, W), b (S, m, H, W) -> (n, m)."""
-    return np.mean([glyph_distance(a[s], b[s]) for s in range(len(a))], axis=0)
-
-
 def _choose_id(
     glyphs: list[Glyph], canon: NDArray[np.uint8], params: DemoParams, eligible: set[str], seed: int
 ) -> list[int]:
@@ -467,7 +459,7 @@ def _choose_id(
         for j in order:
             i = pool[int(j)]
             if chosen:
-                d = _mean_distance(canon[:, [i]], canon[:, chosen])[0]
+                d = mean_distance(canon[:, [i]], canon[:, chosen])[0]
                 if d.min() < params.homoglyph_threshold:
                     continue
             chosen.append(i)
@@ -515,7 +507,7 @@ def _render_set(
     params: DemoParams,
     rng_key: str,
     seed: int,
-) -> tuple[NDArray[np.uint8], NDArray[np.int64], list[str]]:
+) -> tuple[NDArray[np.uint8], NDArray[np.int64], list[Font], NDArray[np.float64]]:
     """Images of each char, labels = position in ``chars``.
 
     Each char cycles through the styles of ``fonts`` that cover it (STIX's italic and bold
@@ -531,7 +523,7 @@ def _render_set(
         font_seq.extend(usable[k % len(usable)] for k in range(per_class))
     aug = params.augment.draw(_rng(seed, rng_key), n)
     imgs = render_many([chars[int(j)] for j in labels], font_seq, aug, font_size=params.font_size)
-    return imgs, labels.astype(np.int64), [f.key for f in font_seq]
+    return imgs, labels.astype(np.int64), font_seq, aug
 
 
 # --------------------------------------------------------------------------- build / load
@@ -650,7 +642,7 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         by_id = {g.id: g for g in glyphs}
         # 2. canonical renderings, ID classes
         with prog.task("glyphs", len(glyphs)) as step:
-            canon = _canonical(glyphs, id_fonts, params.font_size)
+            canon = canonical([g.char for g in glyphs], id_fonts, font_size=params.font_size)
             step(len(glyphs))
         # an ID class must be drawable in every covariate family (by at least one of its styles)
         eligible = {
@@ -666,7 +658,7 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         )
         # 3. homoglyphs: other characters pixel-near an ID character
         others = [i for i in range(len(glyphs)) if i not in set(id_idx)]
-        dist = _mean_distance(canon[:, others], canon[:, id_idx])  # (others, id)
+        dist = mean_distance(canon[:, others], canon[:, id_idx])  # (others, id)
         near = dist.argmin(1)
         near_d = dist[np.arange(len(others)), near]
         is_homo = near_d < params.homoglyph_threshold
@@ -737,18 +729,31 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         with prog.task("images", total) as step:
             for name, role, ids, k, fonts, bin_name in plan:
                 chars = [by_id[i].char for i in ids]
-                imgs, labels, used = _render_set(chars, k, fonts, params, name, seed)
+                imgs, labels, used, aug = _render_set(chars, k, fonts, params, name, seed)
                 folder = root / "images" / name
                 if role == "ood":
-                    paths = [folder / f"{ids[lab]}_{j % k:04d}.png" for j, lab in enumerate(labels)]
+                    rel = [f"{ids[lab]}_{j % k:04d}.png" for j, lab in enumerate(labels)]
                 else:
-                    paths = [folder / ids[lab] / f"{j % k:04d}.png" for j, lab in enumerate(labels)]
-                _save_pngs(imgs, paths)
+                    rel = [f"{ids[lab]}/{j % k:04d}.png" for j, lab in enumerate(labels)]
+                _save_pngs(imgs, [folder / r for r in rel])
+                pd.DataFrame(
+                    {
+                        "path": rel,
+                        "class": [ids[lab] for lab in labels],
+                        "char": [chars[lab] for lab in labels],
+                        "font": [f.key for f in used],
+                        "font_file": [f.file for f in used],
+                        "dx": aug[:, 0].astype(int),
+                        "dy": aug[:, 1].astype(int),
+                        "angle": aug[:, 2].round(6),
+                        "scale": aug[:, 3].round(6),
+                    }
+                ).to_csv(root / "images" / f"{name}.csv", index=False)
                 arrays[name] = (imgs, labels)
                 sets[name] = DemoSet(
                     name=name, path=folder, role=role, classes=list(ids), n_images=len(imgs),
                     split=bin_name, semantic_level=BINS.get(bin_name or ""),
-                    fonts=sorted(set(used)),
+                    fonts=sorted({f.key for f in used}),
                 )  # fmt: skip
                 done += len(imgs)
                 step(done)
