@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.spatial.distance import cdist
 
 from semshift.errors import InputError
+from semshift.splits import _ann
 from semshift.splits.graded import (
+    AUTO_EXACT_PAIRS,
     COVARIATE_TEMPLATES,
     LAID,
     bin_levels,
     graded_grid,
     laid_triplets,
     nearest_distances,
+    resolve_search_method,
     train_laid,
 )
 
@@ -110,6 +114,69 @@ def test_nearest_distances_equal_brute_force():
         nearest_distances(x, y)
 
 
+def _clustered(n_id, n_test, dim=16, k=40, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(k, dim))
+    x = centres[rng.integers(0, k, n_id)] + 0.3 * rng.normal(size=(n_id, dim))
+    y = centres[rng.integers(0, k, n_test)] + 0.5 * rng.normal(size=(n_test, dim))
+    return x.astype(np.float32), y.astype(np.float32)
+
+
+def test_ivf_search_probing_every_cell_is_exact():
+    x, y = _clustered(1500, 400)
+    d, j = nearest_distances(x, y, method="exact")
+    d_all, j_all = nearest_distances(x, y, method="ivf", nlist=30, nprobe=30)
+    np.testing.assert_array_equal(j_all, j)
+    np.testing.assert_allclose(d_all, d, atol=1e-6)
+
+
+def test_ivf_search_is_close_to_exact_and_never_nearer():
+    """Default cells on clustered data: nearly every nearest row found; misses are farther."""
+    x, y = _clustered(4000, 1000)
+    d, j = nearest_distances(x, y, method="exact")
+    params = _ann.ivf_params(len(x))
+    assert (params.nlist, params.nprobe, params.train_size) == (126, 16, 4000)
+    d_ivf, j_ivf = nearest_distances(x, y, method="ivf")
+    assert np.mean(j_ivf == j) > 0.97
+    assert (d_ivf >= d - 1e-6).all()  # a subset of the ID rows: never a nearer row
+    hit = j_ivf == j
+    np.testing.assert_allclose(d_ivf[hit], d[hit], atol=1e-6)
+    # deterministic for a seed; the search is over ID rows, so their order does not matter
+    np.testing.assert_array_equal(nearest_distances(x, y, method="ivf")[1], j_ivf)
+    perm = np.random.default_rng(1).permutation(len(x))
+    d_p, j_p = nearest_distances(x[perm], y, method="ivf", nprobe=126)
+    np.testing.assert_array_equal(perm[j_p], j)
+    np.testing.assert_allclose(d_p, d, atol=1e-6)
+    # fewer probes -> never more accurate (on these data, strictly less)
+    d_1, _ = nearest_distances(x, y, method="ivf", nprobe=1)
+    assert (d_1 >= d_ivf - 1e-6).all() and d_1.mean() > d_ivf.mean()
+
+
+def test_spherical_kmeans_reseeds_empty_cells():
+    """Six distinct rows, eight cells: empty cells take the worst-fitting rows; unit centroids."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(6, 5)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    x = np.repeat(base, 10, axis=0)
+    c = _ann.spherical_kmeans(x, 8, niter=5, seed=0)
+    assert c.shape == (8, 5) and np.isfinite(c).all()
+    np.testing.assert_allclose(np.linalg.norm(c, axis=1), 1.0, atol=1e-6)
+    # every distinct row ends up as (the centroid of) some cell
+    assert np.allclose((base @ c.T).max(axis=1), 1.0, atol=1e-6)
+
+
+def test_search_method_choice_and_bad_input():
+    assert resolve_search_method(1000, 1000) == "exact"
+    assert resolve_search_method(AUTO_EXACT_PAIRS, 1) == "exact"
+    assert resolve_search_method(AUTO_EXACT_PAIRS, 2) == "ivf"
+    assert resolve_search_method(10, 10, "ivf") == "ivf"
+    with pytest.raises(InputError, match="must be one of auto, exact, ivf, got 'hnsw'"):
+        resolve_search_method(10, 10, "hnsw")
+    x, y = _clustered(50, 20)
+    with pytest.raises(InputError, match="nprobe must be >= 1, got 0"):
+        nearest_distances(x, y, method="ivf", nprobe=0)
+
+
 def test_bin_levels_policies():
     v = np.arange(100, dtype=float)
     lv, e = bin_levels(v, 4, policy="quantile")
@@ -144,6 +211,14 @@ def test_graded_grid_levels_follow_the_planted_shift():
     assert samples.groupby(cov_shift)["d_sem"].mean().std() < 0.02
     assert (samples.sem_level.to_numpy()[sem_shift == 3] >= 3).all()
     assert samples["cell_valid"].to_numpy().sum() == cells.loc[cells.valid, "count"].sum()
+    assert cells.attrs["search"] == {"method": "exact", "nlist": None, "nprobe": None}
+    # probing every cell of the inverted file gives the same grid
+    s_ivf, c_ivf = graded_grid(
+        base, test, laid, n_levels=4, policy="quantile", min_count=5, method="ivf", nprobe=99
+    )
+    assert c_ivf.attrs["search"] == {"method": "ivf", "nlist": 14, "nprobe": 14}
+    np.testing.assert_allclose(s_ivf[["d_sem", "d_cov"]], samples[["d_sem", "d_cov"]], atol=1e-6)
+    pd.testing.assert_frame_equal(c_ivf, cells, check_like=False, check_flags=False)
     with pytest.raises(InputError, match="LAID expects features of dimension 8"):
         graded_grid(base[:, :4], test, laid)
 

@@ -1,0 +1,143 @@
+"""Approximate nearest-neighbour search by cosine similarity: an inverted file (IVF) in NumPy.
+
+The ID rows are clustered by spherical k-means into ``nlist`` cells; each test row is compared
+only with the ID rows of the ``nprobe`` cells whose centroids are most similar to it. This is the
+IVF-Flat scheme of faiss, with one change that matters on a small CPU: the comparisons are done
+cell by cell, as one matrix product between all test rows probing a cell and that cell's ID rows,
+so they run at the machine's matrix-product rate instead of faiss's per-query scanning rate
+(on the 2-core development machine, faiss ``IndexIVFFlat.search`` with nprobe 8 took 13 s for
+100,000 queries of dimension 256; this takes about a second for the same probes).
+
+The work is about ``nprobe / nlist`` of the exact search plus the k-means and the assignment
+products (``2 (n_id + n_test) nlist d`` flops). The result is approximate: a test row whose
+nearest ID row lies in a cell it does not probe gets the best similarity among the probed cells,
+which is never higher than the exact one. The accuracy is measured in
+``benchmarks/bench_splits.py`` (recall@1, distance errors and grid-cell agreement).
+
+References
+----------
+Jegou, H., Douze, M. and Schmid, C. (2011). Product quantization for nearest neighbor search.
+IEEE TPAMI 33(1). (The inverted-file scheme, IVF.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["IVFParams", "ivf_params", "ivf_search", "spherical_kmeans"]
+
+#: rows per block of the assignment products (a block x nlist float32 buffer)
+_BLOCK = 8192
+
+
+@dataclass(frozen=True)
+class IVFParams:
+    """Inverted-file settings: ``nlist`` cells, ``nprobe`` probed per query, k-means set-up."""
+
+    nlist: int
+    nprobe: int
+    train_size: int
+    niter: int = 10
+    seed: int = 0
+
+
+def ivf_params(
+    n_id: int, nlist: int | None = None, nprobe: int | None = None, seed: int = 0
+) -> IVFParams:
+    """Defaults: ``nlist = 2 sqrt(n_id)``, ``nprobe = max(16, ceil(nlist / 32))`` (>= 3% scanned).
+
+    k-means is trained on at most ``32 nlist`` ID rows (faiss samples up to 256 per centroid;
+    cells only need to group neighbours, and the k-means products grow with ``nlist^2``).
+    """
+    nl = int(nlist) if nlist is not None else round(2 * np.sqrt(n_id))
+    nl = max(1, min(nl, n_id))
+    npb = int(nprobe) if nprobe is not None else max(16, -(-nl // 32))
+    npb = max(1, min(npb, nl))
+    return IVFParams(nlist=nl, nprobe=npb, train_size=min(n_id, 32 * nl), seed=seed)
+
+
+def _assign(
+    x: NDArray[np.float32], centroids: NDArray[np.float32]
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    """Most similar centroid of each row and that similarity (blocked)."""
+    lab = np.empty(len(x), dtype=np.int64)
+    val = np.empty(len(x), dtype=np.float32)
+    ct = np.ascontiguousarray(centroids.T)
+    for lo in range(0, len(x), _BLOCK):
+        s = x[lo : lo + _BLOCK] @ ct
+        j = s.argmax(axis=1)
+        lab[lo : lo + _BLOCK] = j
+        val[lo : lo + _BLOCK] = s[np.arange(len(s)), j]
+    return lab, val
+
+
+def spherical_kmeans(
+    x: NDArray[np.float32], k: int, niter: int = 10, seed: int = 0
+) -> NDArray[np.float32]:
+    """``k`` unit centroids of unit rows ``x`` (n, d): Lloyd iterations on cosine similarity.
+
+    Initialised with ``k`` distinct rows drawn with ``seed``; a cell left empty is re-seeded with
+    the row least similar to its centroid (deterministic).
+    """
+    rng = np.random.default_rng(seed)
+    c = x[np.sort(rng.choice(len(x), k, replace=False))].copy()
+    for _ in range(niter):
+        lab, val = _assign(x, c)
+        order = np.argsort(lab, kind="stable")
+        counts = np.bincount(lab, minlength=k)
+        sums = np.zeros_like(c)
+        full = np.flatnonzero(counts)
+        sums[full] = np.add.reduceat(x[order], (np.cumsum(counts) - counts)[full], axis=0)
+        empty = np.flatnonzero(counts == 0)
+        if len(empty):
+            worst = np.argsort(val, kind="stable")[: len(empty)]
+            sums[empty] = x[worst]
+        norm = np.linalg.norm(sums, axis=1, keepdims=True)
+        c = sums / np.maximum(norm, np.float32(1e-12))
+    return np.asarray(c, dtype=np.float32)
+
+
+def ivf_search(
+    x: NDArray[np.float32], y: NDArray[np.float32], params: IVFParams
+) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    """Approximate most similar row of ``x`` (n_id, d) for each row of ``y`` (n, d), unit rows.
+
+    Returns ``(similarity, index)``: float32 (n,) and int64 (n,). Every query probes at least
+    one non-empty cell, so every query gets an answer.
+    """
+    rng = np.random.default_rng(params.seed)
+    train = x[np.sort(rng.choice(len(x), params.train_size, replace=False))]
+    cent = spherical_kmeans(train, params.nlist, params.niter, params.seed)
+    lab, _ = _assign(x, cent)
+    order = np.argsort(lab, kind="stable")  # ID rows grouped by cell, index order within one
+    xs = x[order]
+    sizes = np.bincount(lab, minlength=params.nlist)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    # the nprobe most similar non-empty cells of each query
+    ct = np.ascontiguousarray(cent.T)
+    npb = min(params.nprobe, int(np.count_nonzero(sizes)))
+    probe = np.empty((len(y), npb), dtype=np.int64)
+    for lo in range(0, len(y), _BLOCK):
+        s = y[lo : lo + _BLOCK] @ ct
+        s[:, sizes == 0] = -np.inf
+        probe[lo : lo + _BLOCK] = np.argpartition(-s, npb - 1, axis=1)[:, :npb]
+    cells = probe.ravel()
+    queries = np.repeat(np.arange(len(y), dtype=np.int64), npb)
+    by_cell = np.argsort(cells, kind="stable")
+    cells, queries = cells[by_cell], queries[by_cell]
+    bounds = np.searchsorted(cells, np.arange(params.nlist + 1))
+    best = np.full(len(y), -np.inf, dtype=np.float32)
+    arg = np.zeros(len(y), dtype=np.int64)
+    for cell in np.flatnonzero(bounds[1:] > bounds[:-1]):
+        q = queries[bounds[cell] : bounds[cell + 1]]  # ascending: one query at most once
+        xc = xs[starts[cell] : starts[cell + 1]]
+        s = y[q] @ xc.T
+        j = s.argmax(axis=1)
+        v = s[np.arange(len(q)), j]
+        better = v > best[q]
+        best[q[better]] = v[better]
+        arg[q[better]] = order[starts[cell] + j[better]]
+    return best, arg
