@@ -364,6 +364,13 @@ def splits_graded(
     levels: Annotated[int, typer.Option(help="Levels per axis.")] = 8,
     policy: Annotated[str, typer.Option(help="equal-width, quantile or fixed.")] = "equal-width",
     min_count: Annotated[int, typer.Option(help="Cells with fewer images are N/A.")] = 10,
+    method: Annotated[
+        str,
+        typer.Option(help="Nearest-ID search: exact, ivf (approximate) or auto (ivf if large)."),
+    ] = "auto",
+    nprobe: Annotated[
+        int | None, typer.Option(help="ivf: cells probed per test image (more: more exact).")
+    ] = None,
 ) -> None:
     """IS-OOD graded shift levels: D_sem / D_cov to the nearest ID image, binned n x n."""
     from semshift.splits.graded import LAID, graded_grid
@@ -376,6 +383,8 @@ def splits_graded(
         n_levels=levels,
         policy=policy,
         min_count=min_count,
+        method=method,
+        nprobe=nprobe,
     )
     out.mkdir(parents=True, exist_ok=True)
     samples.to_csv(out / "levels.csv", index_label="row")
@@ -388,7 +397,13 @@ def splits_graded(
     for lvl, row in grid.iterrows():
         table.add_row(str(lvl), *(str(v) if v >= min_count else f"({v})" for v in row))
     console.print(table)
-    console.print(f"{len(samples)} test images | wrote {out}/levels.csv, cells.csv")
+    search = cells.attrs["search"]
+    how = search["method"]
+    if how == "ivf":
+        how += f" (approximate: {search['nprobe']} of {search['nlist']} cells probed)"
+    console.print(
+        f"{len(samples)} test images, {how} nearest-ID search | wrote {out}/levels.csv, cells.csv"
+    )
 
 
 def _group_filter(items: list[str] | None, option: str) -> dict[str, str]:
