@@ -278,3 +278,30 @@ def test_laid_from_clip_text_embeddings_and_cli(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["splits", "laid", "--model", "resnet50", "--random-init", "--out", "x.npz"])
     assert exit_.value.code == 2
+
+
+def test_cli_graded_with_the_inverted_file(tmp_path, capsys):
+    """`semshift splits graded --method ivf`: probing every cell gives the exact levels."""
+    from semshift.cli import main
+
+    x, y = _clustered(300, 120, dim=8)
+    np.save(tmp_path / "id.npy", x)
+    np.save(tmp_path / "test.npy", y)
+    LAID(W=np.eye(8)).save(tmp_path / "laid.npz")
+    args = ["splits", "graded", "--id-features", str(tmp_path / "id.npy")]
+    args += ["--test-features", str(tmp_path / "test.npy"), "--laid", str(tmp_path / "laid.npz")]
+    for method, extra in (("exact", []), ("ivf", ["--nprobe", "35"])):
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, "--out", str(tmp_path / method), "--method", method, *extra])
+        assert exit_.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # whatever the console width
+    assert "120 test images, exact nearest-ID search" in out
+    assert "120 test images, ivf (approximate: 35 of 35 cells probed) nearest-ID search" in out
+    a = pd.read_csv(tmp_path / "exact" / "levels.csv")
+    b = pd.read_csv(tmp_path / "ivf" / "levels.csv")
+    pd.testing.assert_frame_equal(a[["sem_level", "cov_level"]], b[["sem_level", "cov_level"]])
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(tmp_path / "bad"), "--method", "hnsw"])
+    assert exit_.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "must be one of auto, exact, ivf, got 'hnsw'" in err
