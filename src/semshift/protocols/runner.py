@@ -442,7 +442,8 @@ class _Runner:
             if seed is not None
             else {"weights": self.cache.file_checksum(m.weights) if m.weights else None}
         )
-        scores = self._model_level_requested()
+        # model-level detectors score evaluated sets only: no ODIN passes over training images
+        scores = [] if s.role in ("id_train", "id_val") else self._model_level_requested()
         desc = {
             "model": m.name,
             "num_classes": m.num_classes,
