@@ -106,8 +106,8 @@ _PROCESS_BLOCK = 32  # resamples processed together (draw blocks are merged up t
 def _blocks(
     rng: np.random.Generator, n_ref: int, sizes: Sequence[int], n_resamples: int
 ) -> Iterator[tuple[IntArray, IntArray]]:
-    """Multiplicities per block of resamples, transposed, as int32: reference (n_ref, b) and all
-    subsets concatenated (sum n_c, b), each in sample order.
+    """Multiplicities per block of resamples, as int32: reference (b, n_ref) and all subsets
+    concatenated (b, sum n_c), each in sample order.
 
     Draws follow the documented stream (draw blocks of the ``bootstrap_ci`` size); consecutive
     draw blocks are merged into blocks of at least ``_PROCESS_BLOCK`` resamples, which changes
@@ -125,17 +125,17 @@ def _blocks(
             b = min(block, n_resamples - done - n_b)
             draws.append(b)
             n_b += b
-        w_ref = np.empty((n_ref, n_b), dtype=np.int32)
-        w_sub = np.empty((total - n_ref, n_b), dtype=np.int32)
-        col = 0
+        w_ref = np.empty((n_b, n_ref), dtype=np.int32)
+        w_sub = np.empty((n_b, total - n_ref), dtype=np.int32)
+        row = 0
         for b in draws:
-            cols = slice(col, col + b)
-            w_ref[:, cols] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref).T
+            rows = slice(row, row + b)
+            w_ref[rows] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
             off = 0
             for n in sizes:
-                w_sub[off : off + n, cols] = _counts(rng.integers(0, n, size=(b, n)), n).T
+                w_sub[rows, off : off + n] = _counts(rng.integers(0, n, size=(b, n)), n)
                 off += n
-            col += b
+            row += b
         done += n_b
         yield w_ref, w_sub
 
@@ -147,22 +147,24 @@ def _below_dot(cm: IntArray, plan: _Plan, w_sub: IntArray, bounds: NDArray[np.in
     """Per subset and resample, sum over the subset's samples of multiplicity x (cumulated
     reference weight below the sample, ties counted 1/2): shape (n_sub, b).
 
-    Integer arithmetic (int32 gathers, int64 sums), so the result is exact.
+    ``cm`` (b, n_ref + 1) and ``w_sub`` (b, sum n_c): every resample is a contiguous row, so the
+    gathers read one cache-resident row at a time. Integer arithmetic (int32 gathers, int64
+    sums), so the result is exact.
     """
     _, lt, le, ties, _ = plan
-    g = np.take(cm, lt, axis=0)
+    g = np.take(cm, lt, axis=1)
     if not ties:
         return _segment_dot(w_sub, g, bounds).astype(np.float64)
-    g += np.take(cm, le, axis=0)
+    g += np.take(cm, le, axis=1)
     return np.multiply(_segment_dot(w_sub, g, bounds), 0.5, dtype=np.float64)
 
 
 def _segment_dot(w: IntArray, g: IntArray, bounds: NDArray[np.intp]) -> NDArray[np.int64]:
-    """Per segment of rows, the column-wise dot products in int64: (n_segments, b)."""
-    out = np.empty((bounds.size - 1, w.shape[1]), dtype=np.int64)
+    """Per segment of columns, the row-wise dot products in int64: (n_segments, b)."""
+    out = np.empty((bounds.size - 1, w.shape[0]), dtype=np.int64)
     for c in range(bounds.size - 1):
         a, e = bounds[c], bounds[c + 1]
-        out[c] = np.einsum("jb,jb->b", w[a:e], g[a:e], dtype=np.int64)
+        out[c] = np.einsum("bj,bj->b", w[:, a:e], g[:, a:e], dtype=np.int64)
     return out
 
 
@@ -177,14 +179,14 @@ def _accepted(
     """
     lo, hi = int(i_fpr.min()), int(i_fpr.max())
     always = (le > hi).astype(np.int32)
-    out = np.empty((bounds.size - 1, w_sub.shape[1]), dtype=np.int64)
+    out = np.empty((bounds.size - 1, w_sub.shape[0]), dtype=np.int64)
     for c in range(bounds.size - 1):
         a, e = bounds[c], bounds[c + 1]
-        out[c] = np.einsum("jb,j->b", w_sub[a:e], always[a:e], dtype=np.int64)
+        out[c] = np.einsum("bj,j->b", w_sub[:, a:e], always[a:e], dtype=np.int64)
     band = np.flatnonzero((le > lo) & (le <= hi))
     if band.size:
         hit = le[band][:, None] > i_fpr[None, :]  # (n_band, b)
-        part = np.where(hit, w_sub[band], 0).astype(np.int64)
+        part = np.where(hit, w_sub[:, band].T, 0).astype(np.int64)
         seg = np.searchsorted(bounds, band, side="right") - 1
         np.add.at(out, seg, part)
     return out
@@ -274,10 +276,10 @@ def ranked_bootstrap(
     def block(d: int, plan: _Plan, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
         # every statistic of detector d on one block of resamples (writes out[...][d] only)
         order, _, le, _, have = plan
-        b = w_ref.shape[1]
-        w_sorted = np.take(w_ref, order, axis=0)  # (n_ref, b)
-        cum = np.zeros((n_ref + 1, b), dtype=np.int32)
-        np.cumsum(w_sorted, axis=0, out=cum[1:])
+        b = w_ref.shape[0]
+        w_sorted = np.take(w_ref, order, axis=1)  # (b, n_ref)
+        cum = np.zeros((b, n_ref + 1), dtype=np.int32)
+        np.cumsum(w_sorted, axis=1, out=cum[:, 1:])
         u = None  # pairs (reference above subset sample) per subset and resample
         if "auroc" in stats or "auroc_incorrect" in stats:
             u = n_ref * n0 - _below_dot(cum, plan, w_sub, bounds)
@@ -285,14 +287,14 @@ def ranked_bootstrap(
             assert u is not None
             out["auroc"][d, have, sl] = (u / (n_ref * n0))[have]
         if "fpr95" in stats:
-            i_fpr = np.count_nonzero(cum[:-1] <= n_ref - k_fpr, axis=0) - 1  # (b,)
+            i_fpr = np.count_nonzero(cum[:, :-1] <= n_ref - k_fpr, axis=1) - 1  # (b,)
             out["fpr95"][d, have, sl] = (_accepted(w_sub, le, i_fpr, bounds) / n0)[have]
         if not need_correct:
             return
         assert correct is not None
-        cum_c = np.zeros((n_ref + 1, b), dtype=np.int32)
-        np.cumsum(w_sorted * correct[order][:, None], axis=0, out=cum_c[1:])
-        n_c = cum_c[-1][None, :].astype(np.float64)  # (1, b) resampled correct count
+        cum_c = np.zeros((b, n_ref + 1), dtype=np.int32)
+        np.cumsum(w_sorted * correct[order][None, :], axis=1, out=cum_c[:, 1:])
+        n_c = cum_c[:, -1][None, :].astype(np.float64)  # (1, b) resampled correct count
         above_c = n_c * n0 - _below_dot(cum_c, plan, w_sub, bounds)  # (n_sub, b)
         if "oscr" in stats:
             out["oscr"][d, have, sl] = (above_c / (n_ref * n0))[have]
@@ -318,8 +320,8 @@ def ranked_bootstrap(
             while (cur := nxt.result()) is not None:
                 nxt = drawer.submit(next, blocks, None)
                 w_ref, w_sub = cur
-                sl = slice(start, start + w_ref.shape[1])
-                start += w_ref.shape[1]
+                sl = slice(start, start + w_ref.shape[0])
+                start += w_ref.shape[0]
                 jobs = [
                     pool.submit(block, d, p, w_ref, w_sub, sl)
                     for d, p in enumerate(plans)
