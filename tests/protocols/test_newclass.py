@@ -69,3 +69,33 @@ def test_undefined_term_and_failed_detector_are_error_rows():
     assert (
         len(b) == 7 and b["value"].isna().all() and b["error"].str.contains("out of memory").all()
     )
+
+
+def test_bootstrap_equals_explicit_resamples():
+    from semshift.metrics import auroc, auroc_decomposition
+    from semshift.protocols.newclass import _newclass_bootstrap
+
+    rng = np.random.default_rng(5)
+    pool = np.round(rng.normal(0, 1, 30), 1)
+    sets = [np.round(rng.normal(1, 1, 25), 1), np.round(rng.normal(0.5, 1, 12), 1)]
+    corrects = [rng.random(25) < 0.6, rng.random(12) < 0.5]
+    out = _newclass_bootstrap([pool], [sets], corrects, n_resamples=4, seed=11, threads=1)
+    draws = np.random.default_rng(11)
+    ip = draws.integers(0, 30, size=(4, 30))
+    idx = [draws.integers(0, n, size=(4, n)) for n in (25, 12)]
+    for k in range(2):
+        for b in range(4):
+            s, c, p = sets[k][idx[k][b]], corrects[k][idx[k][b]], pool[ip[b]]
+            both = np.r_[s, p]
+            is_ood = np.r_[np.zeros(s.size, bool), np.ones(p.size, bool)]
+            d = auroc_decomposition(both, is_ood, np.r_[c, np.zeros(p.size, bool)])
+            got = {name: out[name][0, k, b] for name in out}
+            assert got["newclass"] == pytest.approx(d.auroc, abs=1e-14)
+            assert got["acc"] == pytest.approx(d.acc, abs=1e-14)
+            assert got["auroc_correct"] == pytest.approx(d.auroc_correct, abs=1e-14)
+            assert got["auroc_incorrect"] == pytest.approx(d.auroc_incorrect, abs=1e-14)
+            assert got["auroc_correct_vs_incorrect"] == pytest.approx(
+                d.auroc_correct_vs_incorrect, abs=1e-14
+            )
+            fail = auroc(both, ~np.r_[c, np.zeros(p.size, bool)])
+            assert got["failure"] == pytest.approx(fail, abs=1e-14)

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from semshift.errors import InputError, SemshiftError
 from semshift.metrics import auroc_decomposition
 from semshift.protocols._bootstrap import (
     FloatArray,
+    IntArray,
+    Side,
+    _blocks,
+    _n_threads,
     check_id_test,
     check_sets,
-    compare_rows,
     detector_names,
+    percentile_ci,
     pool,
-    ranked_bootstrap,
 )
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
@@ -49,12 +54,13 @@ def newclass_failure(
       (:func:`semshift.metrics.auroc_decomposition`).
 
     ``n_id`` / ``n_ood`` are the positive / negative counts of each value (for ``acc``: the ID
-    test size and null). CIs are percentile bootstrap intervals with positives and negatives
-    resampled separately (paired across detectors). The decomposition terms share one set of
-    resamples of (ID test, pool), so their CIs are consistent with each other;
-    ``auroc_correct_vs_incorrect`` resamples correct and misclassified ID images separately. A
-    term that is undefined (no misclassified ID image, say) is an error row, as is a detector
-    without scores on a set.
+    test size and null). CIs: one paired percentile bootstrap for all three protocols, the OOD
+    pool and each set (id_test, covariate sets) resampled separately, a set as a whole (so its
+    correct / misclassified counts vary from resample to resample, as the classifier's accuracy
+    would); every term of a row, decomposition included, comes from the same resamples. The
+    pool is ranked once per detector and resample and every set is read off it, so the cost is
+    about one pass over the pool. A term that is undefined (no misclassified ID image, say) is
+    an error row, as is a detector without scores on a set.
 
     Parameters
     ----------
@@ -105,115 +111,236 @@ def newclass_failure(
     detectors = detector_names([id_test], ood, cov)
     pool_name = "+".join(s.name for s in ood)
     negatives = pool(ood, detectors, {"set": pool_name})
-    newclass = _newclass_decomposition(id_test, negatives, detectors, bootstrap)
-    rows = [r for r in newclass if r["protocol"] == "newclass"]
-    if cov:
-        sides = [pool([s], detectors, {"set": s.name, "split": s.split}) for s in cov]
-        # the pool is the reference (ranked by -score): AUROC(positives vs pool) is unchanged
-        flipped = compare_rows(
-            "newclass", detectors, negatives, sides, ["auroc"], bootstrap, negate=True
+    members = [id_test, *cov]
+    n_p = negatives.n
+    # point values (or the error) per detector and member set
+    points: dict[tuple[int, int], dict[str, float] | str] = {}
+    for d, det in enumerate(detectors):
+        for k, m in enumerate(members):
+            points[(d, k)] = _points(m, negatives, det)
+    n_det, n_sets = len(detectors), len(members)
+    lows = {name: np.full((n_det, n_sets), np.nan) for name in _STATS}
+    highs = {name: np.full((n_det, n_sets), np.nan) for name in _STATS}
+    if bootstrap.enabled:
+        ok = [[isinstance(points[(d, k)], dict) for k in range(n_sets)] for d in range(n_det)]
+        boot = _newclass_bootstrap(
+            [negatives.scores.get(det) if any(ok[d]) else None for d, det in enumerate(detectors)],
+            [
+                [m.scores[det] if ok[d][k] else None for k, m in enumerate(members)]
+                for d, det in enumerate(detectors)
+            ],
+            [m.correct for m in members],
+            n_resamples=bootstrap.n_resamples,
+            seed=bootstrap.seed,
         )
-        for r in flipped:
-            r["n_id"], r["n_ood"] = r["n_ood"], r["n_id"]
-        rows += flipped
-    for s in [id_test, *cov]:
-        ok = s.correct
-        keys = {"set": s.name, "split": s.split}
-        pos = pool([s], detectors, keys, mask=[ok])
-        neg = pool([s, *ood], detectors, keys, mask=[~ok] + [np.ones(o.n, bool) for o in ood])
-        rows += compare_rows("failure", detectors, pos, [neg], ["auroc"], bootstrap)
-    rows += [r for r in newclass if r["protocol"] == "decomposition"]
+        for name in _STATS:
+            lows[name], highs[name] = percentile_ci(boot[name], bootstrap.level)
+    rows: list[dict[str, Any]] = []
+    for protocol in ("newclass", "failure", "decomposition"):
+        for d, det in enumerate(detectors):
+            for k, m in enumerate(members):
+                if protocol == "decomposition" and m is not id_test:
+                    continue
+                n_c = int(m.correct.sum())
+                counts = {
+                    "newclass": (m.n, n_p),
+                    "failure": (n_c, m.n - n_c + n_p),
+                    "acc": (m.n, None),
+                    "auroc": (m.n, n_p),
+                    "auroc_correct": (n_c, n_p),
+                    "auroc_incorrect": (m.n - n_c, n_p),
+                    "auroc_correct_vs_incorrect": (n_c, m.n - n_c),
+                }
+                metrics = _DECOMPOSITION if protocol == "decomposition" else (protocol,)
+                for metric in metrics:
+                    stat = "newclass" if metric == "auroc" else metric
+                    n_id, n_neg = counts[metric]
+                    base: dict[str, Any] = {
+                        "protocol": protocol,
+                        "set": m.name,
+                        "split": m.split,
+                        "detector": det,
+                        "metric": "auroc" if protocol != "decomposition" else metric,
+                        "n_id": n_id,
+                        "n_ood": n_neg,
+                    }
+                    p = points[(d, k)]
+                    if isinstance(p, str):
+                        rows.append(error_row(error=p, **base))
+                        continue
+                    value = p[stat]
+                    if np.isnan(value):
+                        rows.append(error_row(error=_UNDEFINED[stat], **base))
+                        continue
+                    ci = {"ci_low": lows[stat][d, k], "ci_high": highs[stat][d, k]}
+                    rows.append({**base, "value": value, **ci})
     return results_frame(rows)
 
 
-def _newclass_decomposition(
-    id_test: ScoredSet, negatives: Any, detectors: list[str], bootstrap: Bootstrap
-) -> list[dict[str, Any]]:
-    """``newclass`` rows of id_test vs the pool and the ``decomposition`` rows."""
-    correct = id_test.correct
-    n_c = int(correct.sum())
-    n_w = id_test.n - n_c
-    n_ood = negatives.n
-    points: dict[str, Any] = {}
-    for det in detectors:
-        r, o = id_test.scores.get(det), negatives.scores.get(det)
-        if r is None:
-            points[det] = f"set {id_test.name!r}: {id_test.missing(det)}"
-        elif o is None:
-            points[det] = negatives.errors[det]
-        else:
-            s = np.concatenate((r, o))
-            is_ood = np.zeros(s.size, dtype=bool)
-            is_ood[r.size :] = True
-            try:
-                points[det] = auroc_decomposition(
-                    s, is_ood, np.concatenate((correct, np.zeros(o.size, dtype=bool)))
-                )
-            except SemshiftError as err:
-                points[det] = str(err)
-    ok = [d for d in detectors if not isinstance(points[d], str)]
-    nan = np.full((len(detectors), 1), np.nan)
-    lows = dict.fromkeys(_DECOMPOSITION, nan)
-    highs = dict.fromkeys(_DECOMPOSITION, nan)
-    if bootstrap.enabled and ok:
-        ref: list[FloatArray | None] = [id_test.scores[d] if d in ok else None for d in detectors]
-        sub: list[list[FloatArray | None]] = [
-            [negatives.scores[d] if d in ok else None] for d in detectors
-        ]
-        stats = ("auroc", "acc", "auroc_correct", "auroc_incorrect")
-        st = ranked_bootstrap(
-            ref,
-            sub,
-            n_resamples=bootstrap.n_resamples,
-            seed=bootstrap.seed,
-            stats=stats,
-            correct=correct,
+_STATS = (
+    "newclass",
+    "failure",
+    "acc",
+    "auroc_correct",
+    "auroc_incorrect",
+    "auroc_correct_vs_incorrect",
+)
+_UNDEFINED = {
+    "newclass": "n/a: undefined",
+    "acc": "n/a: undefined",
+    "failure": "n/a: no correctly classified image in the set",
+    "auroc_correct": "n/a: no correctly classified ID test image",
+    "auroc_incorrect": "n/a: no misclassified ID test image",
+    "auroc_correct_vs_incorrect": "n/a: needs correct and misclassified ID test images",
+}
+
+
+def _points(m: ScoredSet, negatives: Side, det: str) -> dict[str, float] | str:
+    """Point values of one member set vs the pool, or the error that prevents them."""
+    if det not in m.scores:
+        return f"set {m.name!r}: {m.missing(det)}"
+    if det not in negatives.scores:
+        return negatives.errors[det]
+    s, o = m.scores[det], negatives.scores[det]
+    both = np.concatenate((s, o))
+    is_ood = np.zeros(both.size, dtype=bool)
+    is_ood[s.size :] = True
+    correct = np.concatenate((m.correct, np.zeros(o.size, dtype=bool)))
+    try:
+        d = auroc_decomposition(both, is_ood, correct)
+    except SemshiftError as err:
+        return str(err)
+    n_c, n_w, n_p = d.n_correct, d.n_incorrect, d.n_ood
+    # failure: correct vs (misclassified + pool) = pairs against the pool and within the set
+    u_fail = d.auroc_correct * n_c * n_p if n_c else 0.0
+    if n_c and n_w:
+        u_fail += d.auroc_correct_vs_incorrect * n_c * n_w
+    return {
+        "newclass": d.auroc,
+        "failure": u_fail / (n_c * (n_w + n_p)) if n_c else float("nan"),
+        "acc": d.acc,
+        "auroc_correct": d.auroc_correct,
+        "auroc_incorrect": d.auroc_incorrect,
+        "auroc_correct_vs_incorrect": d.auroc_correct_vs_incorrect,
+    }
+
+
+def _newclass_bootstrap(
+    pool_scores: Sequence[FloatArray | None],
+    set_scores: Sequence[Sequence[FloatArray | None]],
+    corrects: Sequence[NDArray[np.bool_]],
+    *,
+    n_resamples: int,
+    seed: int,
+    threads: int | None = None,
+) -> dict[str, FloatArray]:
+    """Resampled new-class, failure and decomposition statistics, each (n_det, n_sets, B).
+
+    One paired bootstrap for everything: the OOD pool is the reference (sorted by ``-score``
+    and cumulated once per detector and resample), each member set (id_test, covariate sets)
+    a subset resampled as a whole. Per set and resample, with multiplicities ``v`` and the
+    set's correct mask ``c``:
+
+    - ``U_S`` = pairs (set image above pool image, ties 1/2) = sum_j v_j (n_P - above_j),
+      ``above_j`` = resampled pool images above image j (one gather of ``cum``);
+    - ``U_C`` = the same sum over correct images only (same gather, masked weights);
+    - ``U_CW`` = pairs (correct above misclassified) within the set, from a cumulative sum over
+      the set's own sorted order;
+
+    so newclass = U_S / (n_S n_P), failure = (U_C + U_CW) / (n_c (n_w + n_P)), acc = n_c / n_S,
+    auroc_correct = U_C / (n_c n_P), auroc_incorrect = (U_S - U_C) / (n_w n_P) and
+    auroc_correct_vs_incorrect = U_CW / (n_c n_w), with the resampled counts n_c, n_w.
+    Draws follow :func:`semshift.protocols._bootstrap._blocks` (pool first, then each set).
+    """
+    n_det, n_sets = len(set_scores), len(corrects)
+    sizes = [int(c.size) for c in corrects]
+    n_p = next((p.size for p in pool_scores if p is not None), 0)
+    out = {k: np.full((n_det, n_sets, n_resamples), np.nan) for k in _STATS}
+    if n_p == 0:
+        return out
+    bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
+    n_s = np.asarray(sizes, dtype=np.float64)
+
+    def plan_of(d: int) -> Any:
+        p = pool_scores[d]
+        have = [x is not None for x in set_scores[d]]
+        if p is None or not any(have):
+            return None
+        order = np.argsort(-p, kind="stable")
+        r_sorted = -p[order]
+        sub = -np.concatenate(
+            [x if x is not None else np.zeros(n) for x, n in zip(set_scores[d], sizes, strict=True)]
         )
-        for m in stats:
-            lows[m], highs[m] = st.ci(m, bootstrap.level)
-        if n_c and n_w:
-            cw = ranked_bootstrap(
-                [id_test.scores[d][correct] if d in ok else None for d in detectors],
-                [[id_test.scores[d][~correct] if d in ok else None] for d in detectors],
-                n_resamples=bootstrap.n_resamples,
-                seed=bootstrap.seed,
-            )
-            m = "auroc_correct_vs_incorrect"
-            lows[m], highs[m] = cw.ci("auroc", bootstrap.level)
-    counts = {
-        "acc": (id_test.n, None),
-        "auroc": (id_test.n, n_ood),
-        "auroc_correct": (n_c, n_ood),
-        "auroc_incorrect": (n_w, n_ood),
-        "auroc_correct_vs_incorrect": (n_c, n_w),
-    }
-    undefined = {
-        "auroc_correct": "n/a: no correctly classified ID test image",
-        "auroc_incorrect": "n/a: no misclassified ID test image",
-        "auroc_correct_vs_incorrect": "n/a: needs correct and misclassified ID test images",
-    }
-    rows: list[dict[str, Any]] = []
-    for d, det in enumerate(detectors):
-        p = points[det]
-        for protocol, metrics in (("newclass", ("auroc",)), ("decomposition", _DECOMPOSITION)):
-            for m in metrics:
-                n_id, n_neg = counts[m]
-                base: dict[str, Any] = {
-                    "protocol": protocol,
-                    "set": id_test.name,
-                    "detector": det,
-                    "metric": m,
-                    "n_id": n_id,
-                    "n_ood": n_neg,
-                }
-                if isinstance(p, str):
-                    rows.append(error_row(error=p, **base))
-                    continue
-                value = float(getattr(p, m))
-                if np.isnan(value):
-                    rows.append(error_row(error=undefined[m], **base))
-                    continue
-                rows.append(
-                    {**base, "value": value, "ci_low": lows[m][d, 0], "ci_high": highs[m][d, 0]}
+        lt = np.searchsorted(r_sorted, sub, side="left")
+        le = np.searchsorted(r_sorted, sub, side="right")
+        within: list[Any] = []
+        for x, c in zip(set_scores[d], corrects, strict=True):
+            if x is None:
+                within.append(None)
+                continue
+            o = np.argsort(x, kind="stable")
+            xs, cs = x[o], c[o]
+            wrong = np.flatnonzero(~cs)
+            within.append(
+                (
+                    o,
+                    cs.astype(np.int32),
+                    wrong,
+                    np.searchsorted(xs, xs[wrong], side="left"),
+                    np.searchsorted(xs, xs[wrong], side="right"),
                 )
-    return rows
+            )
+        return order, lt, le, bool((lt != le).any()), np.array(have), within
+
+    def block(d: int, plan: Any, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
+        order, lt, le, ties, have, within = plan
+        b = w_ref.shape[0]
+        cum = np.zeros((b, n_p + 1), dtype=np.int32)
+        np.cumsum(np.take(w_ref, order, axis=1), axis=1, out=cum[:, 1:])
+        g = np.take(cum, lt, axis=1)  # resampled pool images above each set image (x2 with ties)
+        if ties:
+            g += np.take(cum, le, axis=1)
+        scale = 2 if ties else 1
+        for k in range(n_sets):
+            if not have[k]:
+                continue
+            a, e = bounds[k], bounds[k + 1]
+            v = w_sub[:, a:e]
+            o, cs, wrong, w_lt, w_le = within[k]
+            c = corrects[k]
+            above = np.einsum("bj,bj->b", v, g[:, a:e], dtype=np.int64) / scale
+            vc = v * c
+            n_c = vc.sum(axis=1, dtype=np.int64).astype(np.float64)
+            above_c = np.einsum("bj,bj->b", vc, g[:, a:e], dtype=np.int64) / scale
+            u_s = n_p * n_s[k] - above
+            u_c = n_p * n_c - above_c
+            vs = np.take(v, o, axis=1)
+            cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
+            np.cumsum(vs * cs, axis=1, out=cc[:, 1:])
+            # misclassified images: resampled correct images above them, ties 1/2 (x2)
+            below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
+            u_cw2 = np.einsum("bj,bj->b", np.take(vs, wrong, axis=1), 2 * n_c[:, None] - below2)
+            u_cw = u_cw2 / 2
+            n_w = n_s[k] - n_c
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out["newclass"][d, k, sl] = u_s / (n_s[k] * n_p)
+                out["failure"][d, k, sl] = (u_c + u_cw) / (n_c * (n_w + n_p))
+                out["acc"][d, k, sl] = n_c / n_s[k]
+                out["auroc_correct"][d, k, sl] = u_c / (n_c * n_p)
+                out["auroc_incorrect"][d, k, sl] = (u_s - u_c) / (n_w * n_p)
+                out["auroc_correct_vs_incorrect"][d, k, sl] = u_cw / (n_c * n_w)
+
+    with ThreadPoolExecutor(max_workers=_n_threads(threads)) as workers:
+        plans = list(workers.map(plan_of, range(n_det)))
+        start = 0
+        for w_ref, w_sub in _blocks(np.random.default_rng(seed), n_p, sizes, n_resamples):
+            sl = slice(start, start + w_ref.shape[0])
+            start += w_ref.shape[0]
+            jobs = [
+                workers.submit(block, d, p, w_ref, w_sub, sl)
+                for d, p in enumerate(plans)
+                if p is not None
+            ]
+            for job in jobs:
+                job.result()
+    return out
