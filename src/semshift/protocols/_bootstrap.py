@@ -10,11 +10,16 @@ Here the work is shared:
   bootstrap: the same resampled images for every detector);
 - **per detector**: the reference multiplicities are permuted into that detector's ascending
   score order and cumulated once per resample (``cum[b, i]`` = resampled reference samples among
-  the ``i`` lowest scores);
+  the ``i`` lowest scores; resample-major int32 arrays, so each resample is one contiguous row);
 - **per subset**: the positions of its scores among the sorted reference scores are found once
   (``searchsorted``); each resample's AUROC is then a dot product of the subset's
   multiplicities with ``cum`` read at those positions (ties count 1/2), exactly as in
-  :func:`semshift.metrics.stats._auroc_block`.
+  :func:`semshift.metrics.stats._auroc_block`, in integer arithmetic (exact). FPR@95 reads the
+  resampled ID threshold off ``cum`` and counts the subset samples above it: samples above every
+  threshold of a block count in one matrix-vector product, only the few between the block's
+  smallest and largest threshold are compared per resample;
+- detectors run in worker threads, and the next block is drawn while the current one is
+  processed (NumPy releases the GIL); the values do not depend on the number of threads.
 
 Seed semantics: ``numpy.random.default_rng(seed)``; per block of ``b`` resamples the reference
 indices ``(b, n_ref)`` are drawn, then each subset's ``(b, n_c)`` in subset order, with
