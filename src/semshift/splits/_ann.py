@@ -11,7 +11,7 @@ so they run at the machine's matrix-product rate instead of faiss's per-query sc
 The work is about ``nprobe / nlist`` of the exact search plus the k-means and the assignment
 products (``2 (n_id + n_test) nlist d`` flops). The result is approximate: a test row whose
 nearest ID row lies in a cell it does not probe gets the best similarity among the probed cells,
-which is never higher than the exact one. The accuracy is measured in
+which is never higher than the exact one (up to float32 rounding). The accuracy is measured in
 ``benchmarks/bench_splits.py`` (recall@1, distance errors and grid-cell agreement).
 
 References
@@ -47,14 +47,18 @@ class IVFParams:
 def ivf_params(
     n_id: int, nlist: int | None = None, nprobe: int | None = None, seed: int = 0
 ) -> IVFParams:
-    """Defaults: ``nlist = 2 sqrt(n_id)``, ``nprobe = max(16, ceil(nlist / 32))`` (>= 3% scanned).
+    """Defaults: ``nlist = 2 sqrt(n_id)``, ``nprobe = max(16, ceil(nlist / 16))`` (>= 6% scanned).
+
+    At 100,000 x 100,000 (nlist 632, nprobe 40) on noisy clustered data, probing 20 cells found
+    the exact nearest row for 99.45% of the test rows, 40 cells for 99.75%, 80 for 99.90%
+    (``benchmarks/bench_splits.py --spread 2``); the cost of the probes grows linearly.
 
     k-means is trained on at most ``32 nlist`` ID rows (faiss samples up to 256 per centroid;
     cells only need to group neighbours, and the k-means products grow with ``nlist^2``).
     """
     nl = int(nlist) if nlist is not None else round(2 * np.sqrt(n_id))
     nl = max(1, min(nl, n_id))
-    npb = int(nprobe) if nprobe is not None else max(16, -(-nl // 32))
+    npb = int(nprobe) if nprobe is not None else max(16, -(-nl // 16))
     npb = max(1, min(npb, nl))
     return IVFParams(nlist=nl, nprobe=npb, train_size=min(n_id, 32 * nl), seed=seed)
 
@@ -123,7 +127,7 @@ def ivf_search(
     for lo in range(0, len(y), _BLOCK):
         s = y[lo : lo + _BLOCK] @ ct
         s[:, sizes == 0] = -np.inf
-        probe[lo : lo + _BLOCK] = np.argpartition(-s, npb - 1, axis=1)[:, :npb]
+        probe[lo : lo + _BLOCK] = np.argpartition(s, len(cent) - npb, axis=1)[:, len(cent) - npb :]
     cells = probe.ravel()
     queries = np.repeat(np.arange(len(y), dtype=np.int64), npb)
     by_cell = np.argsort(cells, kind="stable")
