@@ -184,6 +184,7 @@ def evaluate(cfg_file: Path) -> None:
                 "wall": wall,
                 "peak_gb": peak,
                 "stages": {k: v.seconds for k, v in result.stages.items()},
+                "cpu": {k: v.cpu_seconds for k, v in result.stages.items()},
                 "cached": {k: v.cached for k, v in result.stages.items()},
                 "detectors": prov["detectors"],
                 "protocols": prov["notes"].get("protocol_seconds", {}),
@@ -254,7 +255,8 @@ def main() -> None:
     print(f"first run: {first['wall']:.1f} s wall, peak RSS {first['peak_gb']:.2f} GB, "
           f"{first['rows']:,} result rows, train rows {first['train_rows']}")  # fmt: skip
     for stage, sec in first["stages"].items():
-        print(f"  {stage:9s} {sec:8.1f} s")
+        cpu = first.get("cpu", {}).get(stage, float("nan"))
+        print(f"  {stage:9s} {sec:8.1f} s wall {cpu:8.1f} s CPU (all threads)")
     print("  detectors (fit s / score s over id_test + every set; main model only):")
     for name, info in sorted(first["detectors"].items(), key=lambda kv: -sum(kv[1].values())):
         print(

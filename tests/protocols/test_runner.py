@@ -68,6 +68,7 @@ def test_outputs_follow_the_contract(stores, tmp_path):
     assert prov["fpr_convention"] == {"fpr95": "id_recall"}
     assert prov["versions"]["numpy"] == np.__version__
     assert set(prov["stages"]) == {"split", "extract", "score", "evaluate", "report"}
+    assert prov["stages"]["score"]["cpu_seconds"] > 0 and prov["stages"]["score"]["seconds"] > 0
     assert prov["sets"]["easy"]["role"] == "ood"
     assert not prov["errors"]
 

@@ -66,6 +66,9 @@ class StageRecord:
         One of :data:`STAGES`.
     seconds : float
         Wall time.
+    cpu_seconds : float
+        CPU time of this process over the stage (all threads; on a shared machine this moves
+        less with other jobs' load than the wall time).
     cached : bool
         True when every output came from the cache (nothing was recomputed).
     computed, reused : list of str
@@ -76,6 +79,7 @@ class StageRecord:
 
     name: str
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     cached: bool = True
     computed: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
@@ -84,6 +88,7 @@ class StageRecord:
     def to_json(self) -> dict[str, Any]:
         return {
             "seconds": round(self.seconds, 4),
+            "cpu_seconds": round(self.cpu_seconds, 4),
             "cached": self.cached,
             "computed": self.computed,
             "reused": self.reused,
@@ -300,11 +305,13 @@ class _Runner:
     # ---------------------------------------------------------------- helpers
     def _stage(self, name: str) -> StageRecord:
         rec = StageRecord(name)
+        rec.cpu_seconds = time.process_time()
         self.stages[name] = rec
         return rec
 
     def _finish(self, rec: StageRecord, t0: float) -> None:
         rec.seconds = time.perf_counter() - t0
+        rec.cpu_seconds = time.process_time() - rec.cpu_seconds
         rec.cached = not rec.computed
         n_c, n_r = len(rec.computed), len(rec.reused)
         self.log.line(
