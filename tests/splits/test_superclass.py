@@ -203,6 +203,7 @@ def test_numpy_minilm_matches_sentence_transformers(monkeypatch):
     """The NumPy forward pass equals sentence-transformers on 300 ImageNet-21K-P class names."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from semshift.splits import _minilm
+    from semshift.splits._minilm import NumpyMiniLM  # bound before the monkeypatch below
     from semshift.splits.superclass import MiniLMEncoder
     from semshift.taxonomy.custom import load_taxonomy
 
@@ -228,6 +229,8 @@ def test_numpy_minilm_matches_sentence_transformers(monkeypatch):
     np.testing.assert_array_equal(a[-4], a[-3])  # "  Dog " is stripped and lower-cased
     np.testing.assert_array_equal(a[-3], a[-2])
     assert fast.encode([]).shape == (0, 384)
+    tiny_batches = NumpyMiniLM(tokens_per_batch=16)  # many batches per token length
+    np.testing.assert_allclose(tiny_batches.encode(names[:60]), a[:60], atol=1e-6)
     with pytest.raises(InputError, match="backend 'numpy' cannot load: no tokenizers"):
         MiniLMEncoder(backend="numpy")
     with pytest.raises(InputError, match="backend must be one of auto, numpy"):
