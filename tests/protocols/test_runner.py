@@ -330,3 +330,42 @@ def test_every_protocol_and_a_failing_protocol_row(stores, tmp_path):
     assert len(rows) == 1 and rows["value"].isna().all() and rows["error"].notna().all()
     assert any(e.startswith("protocol gzsl: ") for e in failed.errors)
     assert (failed.results.protocol == "osr").sum() == (table.protocol == "osr").sum()
+
+
+def test_split_stage_builds_once_and_selects_ood_classes(stores, tmp_path):
+    from semshift.features import write_store
+
+    repo = Path(__file__).resolve().parents[2]
+    # an OOD store whose rows carry the (toy aircraft) class id of each image
+    rng = np.random.default_rng(4)
+    classes = ["c172", "c172r", "737-500", "a320", "747-100"]
+    n = 50
+    wnid = np.array(classes)[np.arange(n) % 5]
+    feats = np.abs(rng.normal(2, 2, (n, stores["means"].shape[1]))).astype(np.float32)
+    w, b = stores["head"]
+    idx = pd.DataFrame({"path": [f"{i}.png" for i in range(n)], "label": -1, "wnid": wnid})
+    write_store(tmp_path / "ood", index=idx, fsync=False, head=(w, b),
+                arrays={"logits": feats @ w.T + b, "features": feats})  # fmt: skip
+    cfg = base_config(stores, tmp_path / "out", protocols={"osr": {}})
+    cfg["taxonomy"] = str(repo / "examples" / "fgvc_aircraft_toy.csv")
+    cfg["splits"] = {"air": {"builder": "ssb", "params": {
+        "known": str(repo / "examples" / "fgvc_aircraft_toy_known.txt"), "pool": None,
+        "preset": "hierarchy"}}}  # fmt: skip
+    cfg["data"]["sets"] = {
+        b: {"role": "ood", "split": b, "store": str(tmp_path / "ood"),
+            "classes_from": {"split": "air", "bin": b, "column": "wnid"}}
+        for b in ("easy", "hard")
+    }  # fmt: skip
+    result = run(cfg, progress=False)
+    assert result.stages["split"].computed == ["air"]
+    manifest = json.loads((tmp_path / "out" / "splits" / "air" / "split.json").read_text())
+    assert manifest["bins"]["easy"] == ["c172", "c172r"] and manifest["bins"]["hard"] == [
+        "737-500", "a320"
+    ]  # fmt: skip
+    osr = result.results[(result.results.protocol == "osr") & (result.results.metric == "auroc")]
+    assert set(osr["n_ood"]) == {20}  # 2 classes x 10 rows each, the medium class left out
+    again = run(cfg, progress=False)
+    assert again.stages["split"].reused == ["air"] and again.stages["split"].cached
+    cfg["data"]["sets"]["easy"]["classes_from"]["bin"] = "eazy"
+    with pytest.raises(InputError, match=r"classes_from.bin: split 'air' has no bin 'eazy'"):
+        run(cfg, progress=False)
