@@ -130,7 +130,7 @@ def test_ivf_search_probing_every_cell_is_exact():
     np.testing.assert_allclose(d_all, d, atol=1e-6)
 
 
-def test_ivf_search_is_close_to_exact_and_never_nearer():
+def test_ivf_search_is_close_to_exact_and_never_nearer(monkeypatch):
     """Default cells on clustered data: nearly every nearest row found; misses are farther."""
     x, y = _clustered(4000, 1000)
     d, j = nearest_distances(x, y, method="exact")
@@ -147,6 +147,12 @@ def test_ivf_search_is_close_to_exact_and_never_nearer():
     d_p, j_p = nearest_distances(x[perm], y, method="ivf", nprobe=126)
     np.testing.assert_array_equal(perm[j_p], j)
     np.testing.assert_allclose(d_p, d, atol=1e-6)
+    # test rows in chunks and products in small blocks: the same answer
+    monkeypatch.setattr(_ann, "_QUERIES", 97)
+    monkeypatch.setattr(_ann, "_BLOCK", 40)
+    d_c, j_c = nearest_distances(x, y, method="ivf")
+    np.testing.assert_array_equal(j_c, j_ivf)
+    np.testing.assert_allclose(d_c, d_ivf, atol=1e-6)
     # fewer probes -> never more accurate (on these data, strictly less)
     d_1, _ = nearest_distances(x, y, method="ivf", nprobe=1)
     assert (d_1 >= d_ivf - 1e-6).all() and d_1.mean() > d_ivf.mean()

@@ -31,6 +31,8 @@ __all__ = ["IVFParams", "ivf_params", "ivf_search", "spherical_kmeans"]
 
 #: rows per block of the assignment products (a block x nlist float32 buffer)
 _BLOCK = 8192
+#: test rows searched together (their cell lists: 8 bytes x nprobe each)
+_QUERIES = 65536
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ def ivf_search(
     """Approximate most similar row of ``x`` (n_id, d) for each row of ``y`` (n, d), unit rows.
 
     Returns ``(similarity, index)``: float32 (n,) and int64 (n,). Every query probes at least
-    one non-empty cell, so every query gets an answer.
+    one non-empty cell, so every query gets an answer. Memory: the ID rows once more (sorted
+    by cell) plus blocks of ``_BLOCK x nlist`` and ``_QUERIES x nprobe``.
     """
     rng = np.random.default_rng(params.seed)
     train = x[np.sort(rng.choice(len(x), params.train_size, replace=False))]
@@ -120,28 +123,33 @@ def ivf_search(
     xs = x[order]
     sizes = np.bincount(lab, minlength=params.nlist)
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    # the nprobe most similar non-empty cells of each query
     ct = np.ascontiguousarray(cent.T)
     npb = min(params.nprobe, int(np.count_nonzero(sizes)))
-    probe = np.empty((len(y), npb), dtype=np.int64)
-    for lo in range(0, len(y), _BLOCK):
-        s = y[lo : lo + _BLOCK] @ ct
-        s[:, sizes == 0] = -np.inf
-        probe[lo : lo + _BLOCK] = np.argpartition(s, len(cent) - npb, axis=1)[:, len(cent) - npb :]
-    cells = probe.ravel()
-    queries = np.repeat(np.arange(len(y), dtype=np.int64), npb)
-    by_cell = np.argsort(cells, kind="stable")
-    cells, queries = cells[by_cell], queries[by_cell]
-    bounds = np.searchsorted(cells, np.arange(params.nlist + 1))
     best = np.full(len(y), -np.inf, dtype=np.float32)
     arg = np.zeros(len(y), dtype=np.int64)
-    for cell in np.flatnonzero(bounds[1:] > bounds[:-1]):
-        q = queries[bounds[cell] : bounds[cell + 1]]  # ascending: one query at most once
-        xc = xs[starts[cell] : starts[cell + 1]]
-        s = y[q] @ xc.T
-        j = s.argmax(axis=1)
-        v = s[np.arange(len(q)), j]
-        better = v > best[q]
-        best[q[better]] = v[better]
-        arg[q[better]] = order[starts[cell] + j[better]]
+    for qlo in range(0, len(y), _QUERIES):  # memory: _QUERIES x nprobe (cell, query) pairs
+        yq = y[qlo : qlo + _QUERIES]
+        # the nprobe most similar non-empty cells of each query
+        probe = np.empty((len(yq), npb), dtype=np.int32)
+        for lo in range(0, len(yq), _BLOCK):
+            s = yq[lo : lo + _BLOCK] @ ct
+            s[:, sizes == 0] = -np.inf
+            part = np.argpartition(s, len(cent) - npb, axis=1)
+            probe[lo : lo + _BLOCK] = part[:, len(cent) - npb :]
+        cells = probe.ravel()
+        queries = np.repeat(np.arange(len(yq), dtype=np.int32), npb)
+        by_cell = np.argsort(cells, kind="stable")
+        cells, queries = cells[by_cell], queries[by_cell]
+        bounds = np.searchsorted(cells, np.arange(params.nlist + 1))
+        bq = best[qlo : qlo + _QUERIES]
+        aq = arg[qlo : qlo + _QUERIES]
+        for cell in np.flatnonzero(bounds[1:] > bounds[:-1]):
+            q = queries[bounds[cell] : bounds[cell + 1]]  # ascending: one query at most once
+            xc = xs[starts[cell] : starts[cell + 1]]
+            sim = yq[q] @ xc.T
+            j = sim.argmax(axis=1)
+            v = sim[np.arange(len(q)), j]
+            better = v > bq[q]
+            bq[q[better]] = v[better]
+            aq[q[better]] = order[starts[cell] + j[better]]
     return best, arg
