@@ -72,14 +72,14 @@ def test_undefined_term_and_failed_detector_are_error_rows():
 
 
 def test_bootstrap_equals_explicit_resamples():
-    from semshift.metrics import auroc, auroc_decomposition
-    from semshift.protocols.newclass import _newclass_bootstrap
+    from semshift.metrics import auroc, auroc_decomposition, fpr_at_tpr, oscr
+    from semshift.protocols._bootstrap import pool_bootstrap
 
     rng = np.random.default_rng(5)
     pool = np.round(rng.normal(0, 1, 30), 1)
     sets = [np.round(rng.normal(1, 1, 25), 1), np.round(rng.normal(0.5, 1, 12), 1)]
     corrects = [rng.random(25) < 0.6, rng.random(12) < 0.5]
-    out = _newclass_bootstrap([pool], [sets], corrects, n_resamples=4, seed=11, threads=1)
+    out = pool_bootstrap([pool], [sets], corrects, n_resamples=4, seed=11, fpr95=True, threads=1)
     draws = np.random.default_rng(11)
     ip = draws.integers(0, 30, size=(4, 30))
     idx = [draws.integers(0, n, size=(4, n)) for n in (25, 12)]
@@ -99,3 +99,6 @@ def test_bootstrap_equals_explicit_resamples():
             )
             fail = auroc(both, ~np.r_[c, np.zeros(p.size, bool)])
             assert got["failure"] == pytest.approx(fail, abs=1e-14)
+            c_all = np.r_[c, np.zeros(p.size, bool)]
+            assert got["oscr"] == pytest.approx(oscr(both, is_ood, c_all), abs=1e-14)
+            assert got["fpr95"] == pytest.approx(fpr_at_tpr(both, is_ood), abs=1e-14)

@@ -67,6 +67,11 @@ def test_cis_equal_bootstrap_ci_and_can_be_turned_off():
     ref = bootstrap_ci("auroc", s, np.r_[np.zeros(80, bool), np.ones(50, bool)],
                        n_resamples=200, seed=4)  # fmt: skip
     assert (row["ci_low"], row["ci_high"]) == (ref.low, ref.high)
+    y = np.r_[np.zeros(80, bool), np.ones(50, bool)]
+    fpr = bootstrap_ci("fpr95", s, y, n_resamples=200, seed=4)
+    df2 = osr(idt, [ood], metrics=["fpr95"], bootstrap=Bootstrap(200, seed=4))
+    r2 = df2[df2["metric"] == "fpr95"].iloc[0]
+    assert (r2["ci_low"], r2["ci_high"]) == (fpr.low, fpr.high)
     assert np.isnan(df[df["metric"] == "aupr_in"]["ci_low"]).all()  # no fast CI for AUPR
     off = osr(idt, [ood], bootstrap=Bootstrap(0))
     assert off["ci_low"].isna().all() and off["value"].notna().all()

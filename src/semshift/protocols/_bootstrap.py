@@ -109,14 +109,18 @@ _PROCESS_BLOCK = 32  # resamples processed together (draw blocks are merged up t
 
 
 def _blocks(
-    rng: np.random.Generator, n_ref: int, sizes: Sequence[int], n_resamples: int
+    rng: np.random.Generator,
+    n_ref: int,
+    sizes: Sequence[int],
+    n_resamples: int,
+    ref_last: bool = False,
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Multiplicities per block of resamples, as int32: reference (b, n_ref) and all subsets
     concatenated (b, sum n_c), each in sample order.
 
     Draws follow the documented stream (draw blocks of the ``bootstrap_ci`` size); consecutive
     draw blocks are merged into blocks of at least ``_PROCESS_BLOCK`` resamples, which changes
-    nothing in the values.
+    nothing in the values. ``ref_last`` draws the subsets first and the reference after them.
     """
     total = n_ref + int(sum(sizes))
     block = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(total, 1)))
@@ -135,11 +139,14 @@ def _blocks(
         row = 0
         for b in draws:
             rows = slice(row, row + b)
-            w_ref[rows] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
+            if not ref_last:
+                w_ref[rows] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
             off = 0
             for n in sizes:
                 w_sub[rows, off : off + n] = _counts(rng.integers(0, n, size=(b, n)), n)
                 off += n
+            if ref_last:
+                w_ref[rows] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
             row += b
         done += n_b
         yield w_ref, w_sub
@@ -577,4 +584,154 @@ def check_sets(sets: Sequence[ScoredSet], where: str) -> list[ScoredSet]:
     dup = sorted({x for x in names if names.count(x) > 1})
     if dup:
         raise InputError(f"{where}: set name(s) {dup} appear more than once; names must be unique")
+    return out
+
+
+POOL_STATS = (
+    "newclass",
+    "failure",
+    "acc",
+    "auroc_correct",
+    "auroc_incorrect",
+    "auroc_correct_vs_incorrect",
+    "oscr",
+)
+
+
+def pool_bootstrap(
+    pool_scores: Sequence[FloatArray | None],
+    set_scores: Sequence[Sequence[FloatArray | None]],
+    corrects: Sequence[NDArray[np.bool_]],
+    *,
+    n_resamples: int,
+    seed: int,
+    fpr95: bool = False,
+    ref_last: bool = False,
+    threads: int | None = None,
+) -> dict[str, FloatArray]:
+    """Resampled statistics of known-class sets against one OOD pool, each (n_det, n_sets, B).
+
+    Keys: ``newclass`` (AUROC set vs pool), ``failure``, ``acc``, ``auroc_correct``,
+    ``auroc_incorrect``, ``auroc_correct_vs_incorrect``, ``oscr`` (= U_C / (n_S n_P)) and, with
+    ``fpr95``, ``fpr95`` (FPR of the pool at 95% recall of the set, ``id_recall``).
+
+    One paired bootstrap for everything: the OOD pool is the reference (sorted by ``-score``
+    and cumulated once per detector and resample), each member set (id_test, covariate sets)
+    a subset resampled as a whole. Per set and resample, with multiplicities ``v`` and the
+    set's correct mask ``c``:
+
+    - ``U_S`` = pairs (set image above pool image, ties 1/2) = sum_j v_j (n_P - above_j),
+      ``above_j`` = resampled pool images above image j (one gather of ``cum``);
+    - ``U_C`` = the same sum over correct images only (same gather, masked weights);
+    - ``U_CW`` = pairs (correct above misclassified) within the set, from a cumulative sum over
+      the set's own sorted order;
+
+    so newclass = U_S / (n_S n_P), failure = (U_C + U_CW) / (n_c (n_w + n_P)), acc = n_c / n_S,
+    auroc_correct = U_C / (n_c n_P), auroc_incorrect = (U_S - U_C) / (n_w n_P) and
+    auroc_correct_vs_incorrect = U_CW / (n_c n_w), with the resampled counts n_c, n_w.
+    Draws follow :func:`_blocks` (pool first, then each set; ``ref_last``: the sets first,
+    which for one set is the stream of :func:`semshift.metrics.bootstrap_ci` on (set, pool)).
+    """
+    n_det, n_sets = len(set_scores), len(corrects)
+    sizes = [int(c.size) for c in corrects]
+    n_p = next((p.size for p in pool_scores if p is not None), 0)
+    keys = [*POOL_STATS, "fpr95"] if fpr95 else list(POOL_STATS)
+    out = {k: np.full((n_det, n_sets, n_resamples), np.nan) for k in keys}
+    if n_p == 0:
+        return out
+    bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
+    n_s = np.asarray(sizes, dtype=np.float64)
+
+    def plan_of(d: int) -> Any:
+        p = pool_scores[d]
+        have = [x is not None for x in set_scores[d]]
+        if p is None or not any(have):
+            return None
+        order = np.argsort(-p, kind="stable")
+        r_sorted = -p[order]
+        sub = -np.concatenate(
+            [x if x is not None else np.zeros(n) for x, n in zip(set_scores[d], sizes, strict=True)]
+        )
+        lt = np.searchsorted(r_sorted, sub, side="left")
+        le = np.searchsorted(r_sorted, sub, side="right")
+        within: list[Any] = []
+        for x, c in zip(set_scores[d], corrects, strict=True):
+            if x is None:
+                within.append(None)
+                continue
+            o = np.argsort(x, kind="stable")
+            xs, cs = x[o], c[o]
+            wrong = np.flatnonzero(~cs)
+            within.append(
+                (
+                    o,
+                    xs,
+                    cs.astype(np.int32),
+                    wrong,
+                    np.searchsorted(xs, xs[wrong], side="left"),
+                    np.searchsorted(xs, xs[wrong], side="right"),
+                )
+            )
+        return order, r_sorted, lt, le, bool((lt != le).any()), np.array(have), within
+
+    def block(d: int, plan: Any, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
+        order, r_sorted, lt, le, ties, have, within = plan
+        b = w_ref.shape[0]
+        cum = np.zeros((b, n_p + 1), dtype=np.int32)
+        np.cumsum(np.take(w_ref, order, axis=1), axis=1, out=cum[:, 1:])
+        g = np.take(cum, lt, axis=1)  # resampled pool images above each set image (x2 with ties)
+        if ties:
+            g += np.take(cum, le, axis=1)
+        scale = 2 if ties else 1
+        for k in range(n_sets):
+            if not have[k]:
+                continue
+            a, e = bounds[k], bounds[k + 1]
+            v = w_sub[:, a:e]
+            o, xs, cs, wrong, w_lt, w_le = within[k]
+            c = corrects[k]
+            above = np.einsum("bj,bj->b", v, g[:, a:e], dtype=np.int64) / scale
+            vc = v * c
+            n_c = vc.sum(axis=1, dtype=np.int64).astype(np.float64)
+            above_c = np.einsum("bj,bj->b", vc, g[:, a:e], dtype=np.int64) / scale
+            u_s = n_p * n_s[k] - above
+            u_c = n_p * n_c - above_c
+            vs = np.take(v, o, axis=1)
+            cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
+            np.cumsum(vs * cs, axis=1, out=cc[:, 1:])
+            # misclassified images: resampled correct images above them, ties 1/2 (x2)
+            below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
+            u_cw2 = np.einsum("bj,bj->b", np.take(vs, wrong, axis=1), 2 * n_c[:, None] - below2)
+            u_cw = u_cw2 / 2
+            n_w = n_s[k] - n_c
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out["newclass"][d, k, sl] = u_s / (n_s[k] * n_p)
+                out["failure"][d, k, sl] = (u_c + u_cw) / (n_c * (n_w + n_p))
+                out["acc"][d, k, sl] = n_c / n_s[k]
+                out["auroc_correct"][d, k, sl] = u_c / (n_c * n_p)
+                out["auroc_incorrect"][d, k, sl] = (u_s - u_c) / (n_w * n_p)
+                out["auroc_correct_vs_incorrect"][d, k, sl] = u_cw / (n_c * n_w)
+            out["oscr"][d, k, sl] = u_c / (n_s[k] * n_p)
+            if fpr95:
+                # threshold: the k-th largest resampled set score; pool images >= it
+                ca = np.cumsum(vs, axis=1)  # (b, n_S): resampled set images <= xs[i]
+                k_fpr = _n_required(0.95, sizes[k])
+                i_b = np.count_nonzero(ca[:, :-1] <= sizes[k] - k_fpr, axis=1)
+                at = np.searchsorted(r_sorted, -xs[i_b], side="right")  # pool -p <= -t
+                out["fpr95"][d, k, sl] = cum[np.arange(b), at] / n_p
+
+    with ThreadPoolExecutor(max_workers=_n_threads(threads)) as workers:
+        plans = list(workers.map(plan_of, range(n_det)))
+        start = 0
+        rng = np.random.default_rng(seed)
+        for w_ref, w_sub in _blocks(rng, n_p, sizes, n_resamples, ref_last):
+            sl = slice(start, start + w_ref.shape[0])
+            start += w_ref.shape[0]
+            jobs = [
+                workers.submit(block, d, p, w_ref, w_sub, sl)
+                for d, p in enumerate(plans)
+                if p is not None
+            ]
+            for job in jobs:
+                job.result()
     return out

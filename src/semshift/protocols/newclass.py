@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
 
 from semshift.errors import InputError, SemshiftError
 from semshift.metrics import auroc_decomposition
 from semshift.protocols._bootstrap import (
-    FloatArray,
-    IntArray,
     Side,
-    _blocks,
-    _n_threads,
     check_id_test,
     check_sets,
     detector_names,
     percentile_ci,
     pool,
+    pool_bootstrap,
 )
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
@@ -123,7 +118,7 @@ def newclass_failure(
     highs = {name: np.full((n_det, n_sets), np.nan) for name in _STATS}
     if bootstrap.enabled:
         ok = [[isinstance(points[(d, k)], dict) for k in range(n_sets)] for d in range(n_det)]
-        boot = _newclass_bootstrap(
+        boot = pool_bootstrap(
             [negatives.scores.get(det) if any(ok[d]) else None for d, det in enumerate(detectors)],
             [
                 [m.scores[det] if ok[d][k] else None for k, m in enumerate(members)]
@@ -223,124 +218,3 @@ def _points(m: ScoredSet, negatives: Side, det: str) -> dict[str, float] | str:
         "auroc_incorrect": d.auroc_incorrect,
         "auroc_correct_vs_incorrect": d.auroc_correct_vs_incorrect,
     }
-
-
-def _newclass_bootstrap(
-    pool_scores: Sequence[FloatArray | None],
-    set_scores: Sequence[Sequence[FloatArray | None]],
-    corrects: Sequence[NDArray[np.bool_]],
-    *,
-    n_resamples: int,
-    seed: int,
-    threads: int | None = None,
-) -> dict[str, FloatArray]:
-    """Resampled new-class, failure and decomposition statistics, each (n_det, n_sets, B).
-
-    One paired bootstrap for everything: the OOD pool is the reference (sorted by ``-score``
-    and cumulated once per detector and resample), each member set (id_test, covariate sets)
-    a subset resampled as a whole. Per set and resample, with multiplicities ``v`` and the
-    set's correct mask ``c``:
-
-    - ``U_S`` = pairs (set image above pool image, ties 1/2) = sum_j v_j (n_P - above_j),
-      ``above_j`` = resampled pool images above image j (one gather of ``cum``);
-    - ``U_C`` = the same sum over correct images only (same gather, masked weights);
-    - ``U_CW`` = pairs (correct above misclassified) within the set, from a cumulative sum over
-      the set's own sorted order;
-
-    so newclass = U_S / (n_S n_P), failure = (U_C + U_CW) / (n_c (n_w + n_P)), acc = n_c / n_S,
-    auroc_correct = U_C / (n_c n_P), auroc_incorrect = (U_S - U_C) / (n_w n_P) and
-    auroc_correct_vs_incorrect = U_CW / (n_c n_w), with the resampled counts n_c, n_w.
-    Draws follow :func:`semshift.protocols._bootstrap._blocks` (pool first, then each set).
-    """
-    n_det, n_sets = len(set_scores), len(corrects)
-    sizes = [int(c.size) for c in corrects]
-    n_p = next((p.size for p in pool_scores if p is not None), 0)
-    out = {k: np.full((n_det, n_sets, n_resamples), np.nan) for k in _STATS}
-    if n_p == 0:
-        return out
-    bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
-    n_s = np.asarray(sizes, dtype=np.float64)
-
-    def plan_of(d: int) -> Any:
-        p = pool_scores[d]
-        have = [x is not None for x in set_scores[d]]
-        if p is None or not any(have):
-            return None
-        order = np.argsort(-p, kind="stable")
-        r_sorted = -p[order]
-        sub = -np.concatenate(
-            [x if x is not None else np.zeros(n) for x, n in zip(set_scores[d], sizes, strict=True)]
-        )
-        lt = np.searchsorted(r_sorted, sub, side="left")
-        le = np.searchsorted(r_sorted, sub, side="right")
-        within: list[Any] = []
-        for x, c in zip(set_scores[d], corrects, strict=True):
-            if x is None:
-                within.append(None)
-                continue
-            o = np.argsort(x, kind="stable")
-            xs, cs = x[o], c[o]
-            wrong = np.flatnonzero(~cs)
-            within.append(
-                (
-                    o,
-                    cs.astype(np.int32),
-                    wrong,
-                    np.searchsorted(xs, xs[wrong], side="left"),
-                    np.searchsorted(xs, xs[wrong], side="right"),
-                )
-            )
-        return order, lt, le, bool((lt != le).any()), np.array(have), within
-
-    def block(d: int, plan: Any, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
-        order, lt, le, ties, have, within = plan
-        b = w_ref.shape[0]
-        cum = np.zeros((b, n_p + 1), dtype=np.int32)
-        np.cumsum(np.take(w_ref, order, axis=1), axis=1, out=cum[:, 1:])
-        g = np.take(cum, lt, axis=1)  # resampled pool images above each set image (x2 with ties)
-        if ties:
-            g += np.take(cum, le, axis=1)
-        scale = 2 if ties else 1
-        for k in range(n_sets):
-            if not have[k]:
-                continue
-            a, e = bounds[k], bounds[k + 1]
-            v = w_sub[:, a:e]
-            o, cs, wrong, w_lt, w_le = within[k]
-            c = corrects[k]
-            above = np.einsum("bj,bj->b", v, g[:, a:e], dtype=np.int64) / scale
-            vc = v * c
-            n_c = vc.sum(axis=1, dtype=np.int64).astype(np.float64)
-            above_c = np.einsum("bj,bj->b", vc, g[:, a:e], dtype=np.int64) / scale
-            u_s = n_p * n_s[k] - above
-            u_c = n_p * n_c - above_c
-            vs = np.take(v, o, axis=1)
-            cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
-            np.cumsum(vs * cs, axis=1, out=cc[:, 1:])
-            # misclassified images: resampled correct images above them, ties 1/2 (x2)
-            below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
-            u_cw2 = np.einsum("bj,bj->b", np.take(vs, wrong, axis=1), 2 * n_c[:, None] - below2)
-            u_cw = u_cw2 / 2
-            n_w = n_s[k] - n_c
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out["newclass"][d, k, sl] = u_s / (n_s[k] * n_p)
-                out["failure"][d, k, sl] = (u_c + u_cw) / (n_c * (n_w + n_p))
-                out["acc"][d, k, sl] = n_c / n_s[k]
-                out["auroc_correct"][d, k, sl] = u_c / (n_c * n_p)
-                out["auroc_incorrect"][d, k, sl] = (u_s - u_c) / (n_w * n_p)
-                out["auroc_correct_vs_incorrect"][d, k, sl] = u_cw / (n_c * n_w)
-
-    with ThreadPoolExecutor(max_workers=_n_threads(threads)) as workers:
-        plans = list(workers.map(plan_of, range(n_det)))
-        start = 0
-        for w_ref, w_sub in _blocks(np.random.default_rng(seed), n_p, sizes, n_resamples):
-            sl = slice(start, start + w_ref.shape[0])
-            start += w_ref.shape[0]
-            jobs = [
-                workers.submit(block, d, p, w_ref, w_sub, sl)
-                for d, p in enumerate(plans)
-                if p is not None
-            ]
-            for job in jobs:
-                job.result()
-    return out

@@ -16,7 +16,9 @@ from semshift.protocols._bootstrap import (
     compare_rows,
     detector_names,
     mean_ci,
+    percentile_ci,
     pool,
+    pool_bootstrap,
 )
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import results_frame
@@ -128,6 +130,33 @@ def osr(
         )
         for key, members in groups.items()
     ]
-    if pools:
-        rows += compare_rows("osr", detectors, ref, pools, names, bootstrap, correct=correct)
-    return results_frame(rows)
+    if not pools:
+        return results_frame(rows)
+    # point values (and error rows) first; CIs from one pool-ranked bootstrap per pool
+    pair_rows = compare_rows("osr", detectors, ref, pools, names, Bootstrap(0), correct=correct)
+    if bootstrap.enabled:
+        ok = {(r["set"], r["detector"]) for r in pair_rows if r.get("error") is None}
+        for side in pools:
+            use = {det: (side.keys["set"], det) in ok for det in detectors}
+            negatives = [side.scores.get(det) if use[det] else None for det in detectors]
+            knowns = [[id_test.scores[det] if use[det] else None] for det in detectors]
+            st = pool_bootstrap(
+                negatives,
+                knowns,
+                [correct],
+                n_resamples=bootstrap.n_resamples,
+                seed=bootstrap.seed,
+                fpr95=True,
+                ref_last=True,
+            )
+            bounds = {m: percentile_ci(st[_STAT[m]][:, 0], bootstrap.level) for m in _STAT}
+            where = {det: d for d, det in enumerate(detectors)}
+            for r in pair_rows:
+                m = r["metric"]
+                if r["set"] == side.keys["set"] and m in bounds and r.get("error") is None:
+                    d = where[r["detector"]]
+                    r.update(ci_low=float(bounds[m][0][d]), ci_high=float(bounds[m][1][d]))
+    return results_frame(rows + pair_rows)
+
+
+_STAT = {"auroc": "newclass", "oscr": "oscr", "fpr95": "fpr95"}  # CI metric -> pool statistic
