@@ -48,9 +48,12 @@ def osr(
       :func:`semshift.metrics.oscr`: correct = ``preds == labels`` on ID), then the other
       ``metrics`` in the given order.
 
-    ``n_id`` = ID test size, ``n_ood`` = pool size. CIs (percentile, ID and pool resampled
-    separately, paired across detectors) are computed for ``auroc``, ``oscr`` and ``fpr95``;
-    other metrics (AUPR, ``fpr95_ood_recall``, detection error) have NaN bounds. A detector
+    ``n_id`` = ID test size, ``n_ood`` = pool size. CIs (percentile; ID and pool resampled
+    separately, the same resamples for every detector; one run of
+    :func:`semshift.protocols._bootstrap.pool_bootstrap` per pool, seeded with
+    ``bootstrap.seed``) are computed for ``auroc``, ``oscr`` and ``fpr95``; for each of them the
+    interval equals :func:`semshift.metrics.bootstrap_ci` on (id_test, pool) with the same seed.
+    Other metrics (AUPR, ``fpr95_ood_recall``, detection error) have NaN bounds. A detector
     missing on ``id_test`` or on a pool member gives error rows, as does a metric that fails.
 
     Parameters
