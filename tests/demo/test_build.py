@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from semshift.demo import BINS, DemoParams, build_demo_data
+from semshift.detectors import list_detectors
 from semshift.errors import InputError
 
 from .conftest import TINY, file_digests
@@ -94,7 +95,12 @@ def test_config_follows_the_design_contract(tiny_demo, tmp_path):
     assert cfg["model"]["preset"] == "resize32-crop32"
     assert set(cfg["protocols"]) == {"osr", "newclass_failure", "graded", "sanity",
                                      "generalisation"}  # fmt: skip
-    assert cfg["protocols"]["sanity"]["n_models"] == 3 and cfg["detectors"] == "all"
+    assert cfg["protocols"]["sanity"]["n_models"] == 3
+    # every detector; NNGuide's bank (1 % of 128 training images) would be smaller than k = 100
+    names = [d if isinstance(d, str) else d["name"] for d in cfg["detectors"]]
+    assert names == [*list_detectors(), "odin", "rankfeat"]
+    assert {"name": "nnguide", "params": {"alpha": 1.0}} in cfg["detectors"]
+    assert tiny_demo.config(tmp_path, detectors=["msp"])["detectors"] == ["msp"]
     sets = cfg["data"]["sets"]
     ood = {k: v for k, v in sets.items() if v["role"] == "ood"}
     # 3 semantic levels x (clean + 2 severities) grid cells, only the clean ones carry a split
@@ -133,12 +139,6 @@ def test_config_validates_with_the_runner_models(tiny_demo, tmp_path):
 def test_default_parameters_are_the_documented_sizes():
     p = DemoParams()
     assert sum(k for _, k in p.id_groups) == 48
-    assert (p.n_train, p.n_val, p.n_test, p.ood_classes, p.n_ood, p.n_font) == (
-        60,
-        10,
-        30,
-        24,
-        10,
-        10,
-    )
+    sizes = (p.n_train, p.n_val, p.n_test, p.ood_classes, p.n_ood, p.n_font, p.epochs)
+    assert sizes == (60, 10, 20, 24, 10, 10, 4)
     assert DemoParams.from_json(p.to_json()) == p

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import time
@@ -111,7 +112,7 @@ class DemoParams:
     )
     n_train: int = 60
     n_val: int = 10
-    n_test: int = 30
+    n_test: int = 20
     ood_classes: int = 24
     n_ood: int = 10
     n_font: int = 10
@@ -305,6 +306,10 @@ class DemoData:
             Its severities (1-5); empty for no corrupted sets.
         n_models, delta : sanity-check settings (random-init copies, CI margin)
         detectors : "all" or a list
+            ``"all"`` lists every registered detector plus ``odin`` and ``rankfeat``, with one
+            adjustment the data size forces: when 1 % of the training images is fewer than
+            NNGuide's k = 100 (the demo's 2,880 give 29), ``nnguide`` gets ``alpha = 1.0``
+            (the whole training set is its guide bank) instead of failing to fit.
         n_resamples : int
             Bootstrap resamples (0 = no confidence intervals).
         batch_size, device : extraction settings
@@ -348,6 +353,8 @@ class DemoData:
                 "images": p(self.sets["id_test"].path),
                 "corruption": {"name": corruption, "severity": int(sev)},
             }  # fmt: skip
+        if detectors == "all":
+            detectors = self._all_detectors()
         return {
             "name": "semshift demo: glyphs",
             "output": p(Path(output_dir)),
@@ -381,6 +388,20 @@ class DemoData:
             "bootstrap": {"n_resamples": int(n_resamples), "level": 0.95, "seed": self.seed},
             "report": {"formats": ["html", "md"]},
         }
+
+    def _all_detectors(self) -> list[Any]:
+        from semshift.detectors import get_class, list_detectors
+
+        n_train = self.sets["id_train"].n_images
+        out: list[Any] = []
+        for name in list_detectors():
+            if name == "nnguide":
+                defaults: Any = get_class(name)()
+                if math.ceil(defaults.alpha * n_train) < defaults.k:
+                    out.append({"name": name, "params": {"alpha": 1.0}})
+                    continue
+            out.append(name)
+        return [*out, "odin", "rankfeat"]
 
     def write_config(self, path: str | Path, output_dir: str | Path, **kwargs: Any) -> Path:
         """Write :meth:`config` as YAML to ``path`` with paths relative to its folder."""
@@ -569,7 +590,7 @@ def build_demo_data(
     seed : int
         Seeds the ID class choice, open-set sampling, augmentation and training.
     params : DemoParams, optional
-        Sizes (defaults: 48 ID classes x 60 / 10 / 30 images, 24 open-set classes x 10 images
+        Sizes (defaults: 48 ID classes x 60 / 10 / 20 images, 24 open-set classes x 10 images
         per bin, 10 images per ID class and font family, 4 epochs).
     progress : bool
         Show progress bars.
