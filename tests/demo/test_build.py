@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -142,3 +144,24 @@ def test_default_parameters_are_the_documented_sizes():
     sizes = (p.n_train, p.n_val, p.n_test, p.ood_classes, p.n_ood, p.n_font, p.epochs)
     assert sizes == (60, 10, 20, 24, 10, 10, 4)
     assert DemoParams.from_json(p.to_json()) == p
+
+
+def test_shipped_example_config_is_what_write_config_writes(tiny_demo, tmp_path):
+    """examples/configs/demo.yaml = write_config for the default demo folder (48 classes)."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "configs" / "demo.yaml"
+    shipped = yaml.safe_load(example.read_text(encoding="utf-8"))
+    # the tiny data moved to <tmp>/semshift-demo/data is found again by its fingerprint
+    shutil.copytree(tiny_demo.root, tmp_path / "semshift-demo" / "data")
+    moved = build_demo_data(tmp_path / "semshift-demo", params=TINY, progress=False)
+    assert moved.cached
+    (tmp_path / "examples" / "configs").mkdir(parents=True)
+    path = moved.write_config(
+        tmp_path / "examples" / "configs" / "demo.yaml", tmp_path / "semshift-demo" / "run"
+    )
+    expected = yaml.safe_load(path.read_text(encoding="utf-8"))
+    expected["model"]["num_classes"] = sum(k for _, k in DemoParams().id_groups)
+    assert shipped == expected
+    from semshift.protocols.config import load_config
+
+    cfg = load_config(example, check_files=False)
+    assert cfg.output == (example.parent / "../../semshift-demo/run").resolve()
