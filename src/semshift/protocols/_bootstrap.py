@@ -285,13 +285,13 @@ def ranked_bootstrap(
         le = np.searchsorted(r_sorted, sub, side="right")
         return order, lt, le, bool((lt != le).any()), have
 
-    def block(d: int, plan: _Plan, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
+    def block(d: int, plan: _Plan, w_ref: NDArray[Any], w_sub: IntArray, sl: slice) -> None:
         # every statistic of detector d on one block of resamples (writes out[...][d] only)
         order, _, le, _, have = plan
         b = w_ref.shape[0]
         w_sorted = np.take(w_ref, order, axis=1)  # (b, n_ref)
         cum = np.zeros((b, n_ref + 1), dtype=np.int32)
-        np.cumsum(w_sorted, axis=1, out=cum[:, 1:])
+        np.cumsum(w_sorted, axis=1, dtype=np.int32, out=cum[:, 1:])
         u = None  # pairs (reference above subset sample) per subset and resample
         if "auroc" in stats or "auroc_incorrect" in stats:
             u = n_ref * n0 - _below_dot(cum, plan, w_sub, bounds)
@@ -305,7 +305,7 @@ def ranked_bootstrap(
             return
         assert correct is not None
         cum_c = np.zeros((b, n_ref + 1), dtype=np.int32)
-        np.cumsum(w_sorted * correct[order][None, :], axis=1, out=cum_c[:, 1:])
+        np.cumsum(w_sorted * correct[order][None, :], axis=1, dtype=np.int32, out=cum_c[:, 1:])
         n_c = cum_c[:, -1][None, :].astype(np.float64)  # (1, b) resampled correct count
         above_c = n_c * n0 - _below_dot(cum_c, plan, w_sub, bounds)  # (n_sub, b)
         if "oscr" in stats:
@@ -332,6 +332,8 @@ def ranked_bootstrap(
             while (cur := nxt.result()) is not None:
                 nxt = drawer.submit(next, blocks, None)
                 w_ref, w_sub = cur
+                if w_ref.max() <= 255:  # uint8 rows stay cache-resident in the permuting gather
+                    w_ref = w_ref.astype(np.uint8)
                 sl = slice(start, start + w_ref.shape[0])
                 start += w_ref.shape[0]
                 jobs = [
@@ -654,51 +656,54 @@ def pool_bootstrap(
         )
         lt = np.searchsorted(r_sorted, sub, side="left")
         le = np.searchsorted(r_sorted, sub, side="right")
+        ties = bool((lt != le).any())
         within: list[Any] = []
-        for x, c in zip(set_scores[d], corrects, strict=True):
+        for k, (x, c) in enumerate(zip(set_scores[d], corrects, strict=True)):
             if x is None:
                 within.append(None)
                 continue
+            # the set in its own ascending score order: its positions in the pool become
+            # monotone (a streaming gather), and the within-set pairs need that order anyway
             o = np.argsort(x, kind="stable")
             xs, cs = x[o], c[o]
             wrong = np.flatnonzero(~cs)
+            seg = slice(bounds[k], bounds[k + 1])
             within.append(
                 (
                     o,
                     xs,
                     cs.astype(np.int32),
+                    lt[seg][o],
+                    le[seg][o],
                     wrong,
                     np.searchsorted(xs, xs[wrong], side="left"),
                     np.searchsorted(xs, xs[wrong], side="right"),
                 )
             )
-        return order, r_sorted, lt, le, bool((lt != le).any()), np.array(have), within
+        return order, r_sorted, ties, np.array(have), within
 
-    def block(d: int, plan: Any, w_ref: IntArray, w_sub: IntArray, sl: slice) -> None:
-        order, r_sorted, lt, le, ties, have, within = plan
+    def block(d: int, plan: Any, w_ref: NDArray[Any], w_sub: IntArray, sl: slice) -> None:
+        order, r_sorted, ties, have, within = plan
         b = w_ref.shape[0]
         cum = np.zeros((b, n_p + 1), dtype=np.int32)
-        np.cumsum(np.take(w_ref, order, axis=1), axis=1, out=cum[:, 1:])
-        g = np.take(cum, lt, axis=1)  # resampled pool images above each set image (x2 with ties)
-        if ties:
-            g += np.take(cum, le, axis=1)
+        np.cumsum(np.take(w_ref, order, axis=1), axis=1, dtype=np.int32, out=cum[:, 1:])
         scale = 2 if ties else 1
         for k in range(n_sets):
             if not have[k]:
                 continue
-            a, e = bounds[k], bounds[k + 1]
-            v = w_sub[:, a:e]
-            o, xs, cs, wrong, w_lt, w_le = within[k]
-            c = corrects[k]
-            above = np.einsum("bj,bj->b", v, g[:, a:e], dtype=np.int64) / scale
-            vc = v * c
+            o, xs, cs, lt_o, le_o, wrong, w_lt, w_le = within[k]
+            vs = np.take(w_sub[:, bounds[k] : bounds[k + 1]], o, axis=1)  # (b, n_S), sorted
+            g = np.take(cum, lt_o, axis=1)  # resampled pool images above each set image
+            if ties:
+                g += np.take(cum, le_o, axis=1)  # (x2: ties count 1/2)
+            above = np.einsum("bj,bj->b", vs, g, dtype=np.int64) / scale
+            vc = vs * cs
             n_c = vc.sum(axis=1, dtype=np.int64).astype(np.float64)
-            above_c = np.einsum("bj,bj->b", vc, g[:, a:e], dtype=np.int64) / scale
+            above_c = np.einsum("bj,bj->b", vc, g, dtype=np.int64) / scale
             u_s = n_p * n_s[k] - above
             u_c = n_p * n_c - above_c
-            vs = np.take(v, o, axis=1)
             cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
-            np.cumsum(vs * cs, axis=1, out=cc[:, 1:])
+            np.cumsum(vc, axis=1, out=cc[:, 1:])
             # misclassified images: resampled correct images above them, ties 1/2 (x2)
             below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
             u_cw2 = np.einsum("bj,bj->b", np.take(vs, wrong, axis=1), 2 * n_c[:, None] - below2)
@@ -725,6 +730,8 @@ def pool_bootstrap(
         start = 0
         rng = np.random.default_rng(seed)
         for w_ref, w_sub in _blocks(rng, n_p, sizes, n_resamples, ref_last):
+            if w_ref.max() <= 255:  # uint8 rows stay cache-resident in the permuting gather
+                w_ref = w_ref.astype(np.uint8)
             sl = slice(start, start + w_ref.shape[0])
             start += w_ref.shape[0]
             jobs = [
