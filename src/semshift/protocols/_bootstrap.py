@@ -440,7 +440,6 @@ def compare_rows(
     bootstrap: Bootstrap,
     *,
     correct: NDArray[np.bool_] | None = None,
-    negate: bool = False,
     extra: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Result rows of ``ref`` (positive) against every subset (negative), per detector.
@@ -448,14 +447,10 @@ def compare_rows(
     Point values come from :func:`semshift.metrics.evaluate_many` (reference sorted once per
     detector) and :func:`semshift.metrics.oscr`; CIs of :data:`CI_METRICS` from
     :func:`ranked_bootstrap` (one paired run for all detectors). A detector without scores
-    on a side, or a metric that raises on a subset, gives error rows. ``negate`` ranks by
-    ``-scores``, used to put the negative side in the reference position (AUROC only).
-    ``n_id`` / ``n_ood`` are the reference / subset sizes.
+    on a side, or a metric that raises on a subset, gives error rows. ``n_id`` / ``n_ood`` are
+    the reference / subset sizes; ``extra`` adds columns to every row.
     """
     extra = dict(extra or {})
-    if negate and list(metrics) != ["auroc"]:
-        raise ValueError("compare_rows: negate supports auroc only")
-    sign = -1.0 if negate else 1.0
     rows: list[dict[str, Any]] = []
     points: dict[str, dict[tuple[int, str], float | str]] = {}
     for det in detectors:
@@ -464,10 +459,8 @@ def compare_rows(
         for k, side in enumerate(subsets):
             s = side.get(det)
             if not isinstance(r, str) and not isinstance(s, str):
-                subs[k] = sign * s if negate else s
-        points[det] = (
-            {} if isinstance(r, str) else _point_values(sign * r, subs, list(metrics), correct)
-        )
+                subs[k] = s
+        points[det] = {} if isinstance(r, str) else _point_values(r, subs, list(metrics), correct)
     ci_stats = [m for m in metrics if m in CI_METRICS]
     lows: dict[str, FloatArray] = {}
     highs: dict[str, FloatArray] = {}
@@ -476,14 +469,14 @@ def compare_rows(
         sub_arrays: list[list[FloatArray | None]] = []
         for det in detectors:
             r = ref.get(det)
-            ref_arrays.append(None if isinstance(r, str) else sign * r)
+            ref_arrays.append(None if isinstance(r, str) else r)
             per_sub: list[FloatArray | None] = []
             for k, side in enumerate(subsets):
                 s = side.get(det)
                 ok = not isinstance(s, str) and all(
                     isinstance(points[det].get((k, m)), float) for m in ci_stats
                 )
-                per_sub.append(sign * s if ok and not isinstance(s, str) else None)
+                per_sub.append(s if ok and not isinstance(s, str) else None)
             sub_arrays.append(per_sub)
         st = ranked_bootstrap(
             ref_arrays,
