@@ -165,3 +165,15 @@ def test_shipped_example_config_is_what_write_config_writes(tiny_demo, tmp_path)
 
     cfg = load_config(example, check_files=False)
     assert cfg.output == (example.parent / "../../semshift-demo/run").resolve()
+
+
+def test_summary_reads_the_built_data(tiny_demo):
+    text = tiny_demo.summary()
+    homo_lines = [ln for ln in text.splitlines() if " ~ " in ln]
+    assert len(homo_lines) == len(tiny_demo.homoglyphs)
+    first = tiny_demo.homoglyphs.iloc[0]
+    assert f"- {first['char']} {first['name']} ~ {first['nearest_id_char']}" in text
+    for cid in tiny_demo.id_classes:
+        assert chr(int(cid[2:], 16)) in text
+    assert "- latin-capital: " in text and "- arrows: " in text
+    assert f"closed-set accuracy {100 * tiny_demo.test_accuracy:.1f} %" in text

@@ -258,6 +258,58 @@ class DemoData:
     def num_classes(self) -> int:
         return len(self.id_classes)
 
+    def summary(self) -> str:
+        """A Markdown summary: ID classes, open-set bins, excluded homoglyphs, accuracy.
+
+        Everything in it is read from the built data (for the README and the CLI).
+        """
+        from semshift.splits.manifest import SplitManifest
+
+        def chars(ids: Sequence[str]) -> str:
+            return " ".join(chr(int(i[2:], 16)) for i in ids)
+
+        groups: dict[str, list[str]] = {}
+        for cid, (group, _) in zip(self.id_classes, self._id_groups(), strict=True):
+            groups.setdefault(group, []).append(cid)
+        manifest = SplitManifest.read(self.split_manifest)
+        lines = [
+            f"**ID classes** ({self.num_classes}, rendered in DejaVu Sans Regular, Bold, "
+            "Oblique and Bold Oblique):",
+            "",
+            *[f"- {g}: {chars(ids)}" for g, ids in groups.items()],
+            "",
+            "**Open-set bins** (SSB builder, hierarchy preset over the glyph taxonomy; "
+            f"{self.params.ood_classes} classes x {self.params.n_ood} images each):",
+            "",
+            *[
+                f"- {b.capitalize()} (semantic level {BINS[b]}): {chars(manifest.bins[b])}"
+                for b in ("hard", "medium", "easy")
+            ],
+            "",
+            f"**Homoglyphs excluded from the open set** ({len(self.homoglyphs)}; mean pixel "
+            f"distance to an ID character below {self.params.homoglyph_threshold} over the four "
+            "DejaVu Sans styles):",
+            "",
+            *[
+                f"- {r.char} {r.name} ~ {r.nearest_id_char} {r.nearest_id_name} "
+                f"(distance {r.distance:.3f}, would have been {r.bin})"
+                for r in self.homoglyphs.itertuples()
+            ],
+            "",
+            f"**{self.model_name}**: closed-set accuracy {100 * self.test_accuracy:.1f} % on the "
+            "ID test set; on the ID characters in other fonts: "
+            + ", ".join(f"{f} {100 * a:.1f} %" for f, a in self.font_accuracy.items())
+            + ".",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _id_groups(self) -> list[tuple[str, int]]:
+        """(group, position) of each ID class, in label order."""
+        out = []
+        for group, count in self.params.id_groups:
+            out.extend((group, k) for k in range(count))
+        return out
+
     def load_model(self, *, random_init: bool = False, seed: int = 0) -> Any:
         """The trained GlyphNet adapter (or a seeded random-init copy)."""
         from semshift.features.models import load_model
