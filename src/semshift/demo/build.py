@@ -305,7 +305,7 @@ class DemoData:
 
     def _id_groups(self) -> list[tuple[str, int]]:
         """(group, position) of each ID class, in label order."""
-        out = []
+        out: list[tuple[str, int]] = []
         for group, count in self.params.id_groups:
             out.extend((group, k) for k in range(count))
         return out
