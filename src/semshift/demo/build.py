@@ -786,7 +786,6 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         t = time.perf_counter()
         sets: dict[str, DemoSet] = {}
         arrays: dict[str, tuple[NDArray[np.uint8], NDArray[np.int64]]] = {}
-        id_chars = [g.char for g in id_glyphs]
         plan: list[tuple[str, str, Sequence[str], int, Sequence[Font], str | None]] = [
             ("id_train", "id", id_ids, params.n_train, id_fonts, None),
             ("id_val", "id", id_ids, params.n_val, id_fonts, None),
@@ -830,7 +829,6 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
                 )  # fmt: skip
                 done += len(imgs)
                 step(done)
-        assert id_chars == [by_id[i].char for i in id_ids]
         timings["images"] = time.perf_counter() - t
 
         # 6. model
