@@ -601,6 +601,7 @@ def pool_bootstrap(
     n_resamples: int,
     seed: int,
     fpr95: bool = False,
+    within: bool = True,
     ref_last: bool = False,
     threads: int | None = None,
 ) -> dict[str, FloatArray]:
@@ -609,6 +610,8 @@ def pool_bootstrap(
     Keys: ``newclass`` (AUROC set vs pool), ``failure``, ``acc``, ``auroc_correct``,
     ``auroc_incorrect``, ``auroc_correct_vs_incorrect``, ``oscr`` (= U_C / (n_S n_P)) and, with
     ``fpr95``, ``fpr95`` (FPR of the pool at 95% recall of the set, ``id_recall``).
+    ``within=False`` skips the within-set pairs (``failure`` and
+    ``auroc_correct_vs_incorrect`` are then NaN).
 
     One paired bootstrap for everything: the OOD pool is the reference (sorted by ``-score``
     and cumulated once per detector and resample), each member set (id_test, covariate sets)
@@ -695,12 +698,14 @@ def pool_bootstrap(
             above_c = np.einsum("bj,bj->b", vc, g, dtype=np.int64) / scale
             u_s = n_p * n_s[k] - above
             u_c = n_p * n_c - above_c
-            cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
-            np.cumsum(vc, axis=1, out=cc[:, 1:])
-            # misclassified images: resampled correct images above them, ties 1/2 (x2)
-            below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
-            u_cw2 = np.einsum("bj,bj->b", np.take(vs, wrong, axis=1), 2 * n_c[:, None] - below2)
-            u_cw = u_cw2 / 2
+            u_cw = np.full(b, np.nan)
+            if within:
+                cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
+                np.cumsum(vc, axis=1, out=cc[:, 1:])
+                # misclassified images: resampled correct images above them, ties 1/2 (x2)
+                below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
+                vw = np.take(vs, wrong, axis=1)
+                u_cw = np.einsum("bj,bj->b", vw, 2 * n_c[:, None] - below2) / 2
             n_w = n_s[k] - n_c
             with np.errstate(invalid="ignore", divide="ignore"):
                 out["newclass"][d, k, sl] = u_s / (n_s[k] * n_p)

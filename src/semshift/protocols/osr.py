@@ -150,6 +150,7 @@ def osr(
                 n_resamples=bootstrap.n_resamples,
                 seed=bootstrap.seed,
                 fpr95=True,
+                within=False,
                 ref_last=True,
             )
             bounds = {m: percentile_ci(st[_STAT[m]][:, 0], bootstrap.level) for m in _STAT}
