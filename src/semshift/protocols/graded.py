@@ -95,10 +95,10 @@ def graded(
 
     Cells: every ``ood`` set contributes its rows with their levels, per row
     (``row_semantic_level`` / ``row_covariate_level``) or for the whole set
-    (``semantic_level`` / ``covariate_level``). Sets without any level are not on the grid. An
-    axis no row has a level on is a single null level; rows without a level on an axis that
-    other rows use are left out of the grid and reported in one error row per set (metric
-    ``cells``). Level order per axis: :func:`level_order` (numeric when every level parses as a
+    (``semantic_level`` / ``covariate_level``), per-row levels first. Sets without any level are
+    not on the grid. An axis no row has a level on is a single null level; rows without a level
+    on an axis that other rows use are left out of the grid and reported in one error row per
+    set (metric ``cells``). Level order per axis: :func:`level_order` (numeric when every level parses as a
     number, else first appearance); level positions 1..n enter the correlation and
     sensitivity.
 
