@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from semshift.errors import InputError
 from semshift.metrics import auroc
 from semshift.protocols import Bootstrap, ScoredSet, graded, level_order
 
@@ -81,3 +82,21 @@ def test_per_row_levels_order_and_missing_detector():
 def test_level_order():
     assert level_order(["3", "1", "2.5"]) == ["1", "2.5", "3"]
     assert level_order(["b", "a", "b"]) == ["b", "a"]
+
+
+def test_rows_without_a_level_are_reported_not_dropped():
+    sem = np.array([1] * 12 + [2] * 12 + [None] * 3, dtype=object)
+    grid = ScoredSet("grid", "ood", -np.ones(27, int), np.zeros(27, int),
+                     {"d": np.linspace(-1, 0.5, 27)}, row_semantic_level=sem)  # fmt: skip
+    df = graded(idt(), [grid], metrics=["auroc"], bootstrap=Bootstrap(0))
+    cells = df[df["metric"] == "cells"].iloc[0]
+    assert cells["set"] == "grid" and cells["n_ood"] == 3
+    assert cells["error"].startswith("n/a: 3 of 27 rows lack a level")
+    assert df[df["metric"] == "auroc"]["n_ood"].tolist() == [12, 12]
+
+
+def test_no_level_left_is_an_input_error():
+    a = cell_set("a", 1, None, 0.1)
+    b = cell_set("b", None, 2, 0.1)
+    with pytest.raises(InputError, match="no OOD row has a level on every axis"):
+        graded(idt(), [a, b], bootstrap=Bootstrap(0))

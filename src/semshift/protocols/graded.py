@@ -98,8 +98,8 @@ def graded(
     (``semantic_level`` / ``covariate_level``), per-row levels first. Sets without any level are
     not on the grid. An axis no row has a level on is a single null level; rows without a level
     on an axis that other rows use are left out of the grid and reported in one error row per
-    set (metric ``cells``). Level order per axis: :func:`level_order` (numeric when every level parses as a
-    number, else first appearance); level positions 1..n enter the correlation and
+    set (metric ``cells``). Level order per axis: :func:`level_order` (numeric when every level
+    parses as a number, else first appearance); level positions 1..n enter the correlation and
     sensitivity.
 
     Rows (protocol ``graded``; ``set`` = names of the sets in the cell joined by ``+``):
@@ -205,6 +205,11 @@ def graded(
                 error=f"n/a: {dropped[k]} of {s.n} rows lack a level on an axis other rows use; "
                 f"left out of the grid",
             )
+        )
+    if not keep.any():
+        raise InputError(
+            "graded: no OOD row has a level on every axis in use (each set has only one of "
+            "semantic / covariate level); give every graded set both levels, or only one axis"
         )
     levels = {
         "semantic": level_order([v for v in sem_all[keep]]) if used["semantic"] else [None],
