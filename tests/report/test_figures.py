@@ -104,3 +104,23 @@ def test_histograms_level_curves_sanity_and_decomposition(run_dir: Path) -> None
     assert red == ["energy"]
     assert F.decomposition_figure(run.results) is not None
     assert F.decomposition_figure(run.results[run.results["protocol"] == "osr"]) is None
+
+
+def test_histogram_panel_of_a_detector_without_any_finite_score(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A detector that failed everywhere (all-NaN score columns) gets a labelled empty panel."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    for f in (copy / "scores").glob("*.parquet"):
+        frame = pd.read_parquet(f)
+        frame["score:knn"] = np.nan
+        frame.to_parquet(f)
+    (hist,) = F.score_histogram_figures(load_run(copy))
+    knn = next(ax for ax in hist.axes if ax.get_title() == "knn")
+    assert [t.get_text() for t in knn.texts] == ["no finite scores"]
+    assert not knn.patches  # nothing drawn for it; the other panels keep their histograms
+    msp = next(ax for ax in hist.axes if ax.get_title() == "msp")
+    assert msp.patches

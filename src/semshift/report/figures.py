@@ -336,7 +336,8 @@ def score_histogram_figures(
             d = page[k]
             id_s = _col(id_frame, d)
             every = [id_s, *(c[d] for _, c in curves)]
-            finite = np.concatenate([v for v in every if v.size])
+            parts = [v for v in every if v.size]  # a failed detector has no finite score
+            finite = np.concatenate(parts) if parts else np.empty(0)
             if finite.size == 0:
                 ax.text(0.5, 0.5, "no finite scores", transform=ax.transAxes, ha="center")
                 ax.set_title(d, fontsize=8)
