@@ -75,3 +75,16 @@ def test_cis_equal_bootstrap_ci_and_can_be_turned_off():
     assert np.isnan(df[df["metric"] == "aupr_in"]["ci_low"]).all()  # no fast CI for AUPR
     off = osr(idt, [ood], bootstrap=Bootstrap(0))
     assert off["ci_low"].isna().all() and off["value"].notna().all()
+
+
+def test_sets_without_split_pool_alone_or_are_left_out_when_others_have_splits():
+    idt, others = sets()
+    cell = ScoredSet("easy_noise3", "ood", [-1, -1], [0, 1], {"msp": [0.2, 0.4], "knn": [1, 2]},
+                     semantic_level="3", covariate_level="3")  # fmt: skip
+    df = osr(idt, [*others, cell], metrics=["auroc"], bootstrap=Bootstrap(0))
+    assert set(df["set"].dropna()) == {"id_test", "e1+e2", "hard"}  # the grid cell is left out
+    alone = osr(idt, [cell], metrics=["auroc"], bootstrap=Bootstrap(0))
+    row = alone[(alone["detector"] == "msp") & (alone["metric"] == "auroc")].iloc[0]
+    assert row["set"] == "easy_noise3" and row["split"] is None
+    # ID msp [0.9, 0.7, 0.3, 0.6] vs [0.2, 0.4]: 7 of 8 pairs
+    assert row["value"] == pytest.approx(7 / 8)

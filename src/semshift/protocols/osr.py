@@ -36,8 +36,10 @@ def osr(
     """Open-set recognition: closed-set accuracy, then AUROC, OSCR and ranking metrics per split.
 
     The known side is ``id_test``; the unknown side of a row is the pool of every ``ood`` set
-    with the same ``split`` (``set`` = their names joined by ``+``; a set without a split forms
-    its own pool under its name). Covariate sets are not part of this protocol (SSB evaluates
+    with the same ``split`` (``set`` = their names joined by ``+``). When no ``ood`` set has a
+    split, each forms its own pool under its name; when some have one, the sets without a split
+    (e.g. the corrupted copies that fill a graded grid) are left to the other protocols.
+    Covariate sets are not part of this protocol (SSB evaluates
     ID test images against semantic-shift images; see :func:`newclass_failure`).
 
     Rows (protocol ``osr``):
@@ -117,6 +119,8 @@ def osr(
         }
     )
     ood = [s for s in all_sets if s.role == "ood"]
+    if any(s.split is not None for s in ood):  # the others are e.g. graded-grid cells
+        ood = [s for s in ood if s.split is not None]
     groups: dict[str, list[ScoredSet]] = {}
     for s in ood:
         groups.setdefault(s.split if s.split is not None else f"\0{s.name}", []).append(s)
