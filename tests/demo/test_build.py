@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from semshift.demo import BINS, DemoParams, build_demo_data
+from semshift.demo import BINS, Augment, DemoParams, build_demo_data
 from semshift.detectors import list_detectors
 from semshift.errors import InputError
 
@@ -80,6 +80,10 @@ def test_refuses_a_foreign_data_folder(tmp_path):
         ({"font_families": ("dejavu-sans",)}, r"dejavu-sans is the ID font"),
         ({"homoglyph_threshold": 1.5}, r"homoglyph_threshold must be in \(0, 1\)"),
         ({"id_groups": (("latin-capital", 27),)}, r"'latin-capital' has 26 characters"),
+        ({"id_groups": (("latin-capitals", 2),)}, r"unknown group 'latin-capitals'; known: latin-"),
+        ({"id_groups": (("arrows", 2), ("arrows", 1))}, r"names a group twice"),
+        ({"augment": Augment(scale=(1.2, 1.0))}, r"DemoParams.augment: need shift >= 0"),
+        ({"font_size": 3}, r"font_size must be >= 8"),
     ],
 )
 def test_bad_parameters_name_the_field(tmp_path, change, match):

@@ -67,7 +67,7 @@ from numpy.typing import NDArray
 
 from semshift import __version__
 from semshift.demo.fonts import FAMILIES, Font, covered, get_family
-from semshift.demo.glyphs import Glyph, inventory, write_taxonomy
+from semshift.demo.glyphs import SCRIPTS, SYMBOL_BLOCKS, Glyph, inventory, write_taxonomy
 from semshift.demo.model import MODEL_NAME, PRESET, predict, train
 from semshift.demo.render import Augment, canonical, mean_distance, render_many
 from semshift.errors import InputError
@@ -146,6 +146,24 @@ class DemoParams:
                 raise InputError(f"DemoParams.{key} must be a positive integer, got {value!r}")
         if not self.id_groups or any(k < 1 for _, k in self.id_groups):
             raise InputError(f"DemoParams.id_groups needs positive counts, got {self.id_groups}")
+        known = [f"{sc}-{case}" for sc in SCRIPTS for case in ("capital", "small")]
+        known += list(SYMBOL_BLOCKS)
+        for group, _ in self.id_groups:
+            if group not in known:
+                raise InputError(
+                    f"DemoParams.id_groups: unknown group {group!r}; known: {', '.join(known)}"
+                )
+        groups = [g for g, _ in self.id_groups]
+        if len(set(groups)) != len(groups):
+            raise InputError(f"DemoParams.id_groups names a group twice: {groups}")
+        a = self.augment
+        if a.shift < 0 or a.rotate < 0 or not 0 < a.scale[0] <= a.scale[1]:
+            raise InputError(
+                f"DemoParams.augment: need shift >= 0, rotate >= 0 and 0 < scale[0] <= scale[1], "
+                f"got {a}"
+            )
+        if self.font_size < 8:
+            raise InputError(f"DemoParams.font_size must be >= 8 pixels, got {self.font_size}")
         for fam in self.font_families:
             if fam not in FAMILIES:
                 raise InputError(
