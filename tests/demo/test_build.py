@@ -82,7 +82,7 @@ def test_refuses_a_foreign_data_folder(tmp_path):
         ({"id_groups": (("latin-capital", 27),)}, r"'latin-capital' has 26 characters"),
         ({"id_groups": (("latin-capitals", 2),)}, r"unknown group 'latin-capitals'; known: latin-"),
         ({"id_groups": (("arrows", 2), ("arrows", 1))}, r"names a group twice"),
-        ({"augment": Augment(scale=(1.2, 1.0))}, r"DemoParams.augment: need shift >= 0"),
+        ({"augment": Augment(scale=(1.2, 1.0))}, r"DemoParams.augment: need 0 <= shift <= 8"),
         ({"font_size": 3}, r"font_size must be >= 8"),
     ],
 )

@@ -128,3 +128,16 @@ def test_glyph_distance_identity_and_symmetry():
     np.testing.assert_allclose(np.diag(d), 0.0)
     np.testing.assert_allclose(d, d.T)
     assert d[0, 1:].min() > 0.2
+
+
+@pytest.mark.parametrize(("dx", "dy"), [(2, -1), (-2, 2), (0, -2)])
+def test_shifted_render_equals_drawing_at_the_shifted_origin(dx, dy):
+    from PIL import Image, ImageDraw, ImageFont
+
+    for ch, font in (("Q", SANS[1]), ("\u21af", SANS[2]), ("\u03c8", SANS[3])):
+        fnt = ImageFont.truetype(str(font.path), 22)
+        left, top, right, bottom = fnt.getbbox(ch)
+        ref = Image.new("L", (32, 32), 255)
+        origin = ((32 - (right - left)) // 2 - left + dx, (32 - (bottom - top)) // 2 - top + dy)
+        ImageDraw.Draw(ref).text(origin, ch, font=fnt, fill=0)
+        np.testing.assert_array_equal(render(ch, font, dx=dx, dy=dy), np.asarray(ref))

@@ -157,10 +157,10 @@ class DemoParams:
         if len(set(groups)) != len(groups):
             raise InputError(f"DemoParams.id_groups names a group twice: {groups}")
         a = self.augment
-        if a.shift < 0 or a.rotate < 0 or not 0 < a.scale[0] <= a.scale[1]:
+        if not 0 <= a.shift <= 8 or a.rotate < 0 or not 0 < a.scale[0] <= a.scale[1]:
             raise InputError(
-                f"DemoParams.augment: need shift >= 0, rotate >= 0 and 0 < scale[0] <= scale[1], "
-                f"got {a}"
+                "DemoParams.augment: need 0 <= shift <= 8, rotate >= 0 and "
+                f"0 < scale[0] <= scale[1], got {a}"
             )
         if self.font_size < 8:
             raise InputError(f"DemoParams.font_size must be >= 8 pixels, got {self.font_size}")

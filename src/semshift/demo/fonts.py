@@ -52,16 +52,11 @@ class Font:
     @property
     def path(self) -> Path:
         """Absolute path of the file; :class:`InputError` when matplotlib lacks it."""
-        p = font_dir() / self.file
-        if not p.is_file():
-            raise InputError(
-                f"font file {p} is missing from matplotlib's fonts; reinstall matplotlib"
-            )
-        return p
+        return _resolve(self.file)
 
     def charmap(self) -> frozenset[int]:
         """Code points the font maps to a glyph."""
-        return _charmap(str(self.path))
+        return _charmap(str(_resolve(self.file)))
 
 
 def _fam(family: str, *pairs: tuple[str, str]) -> tuple[Font, ...]:
@@ -106,6 +101,14 @@ def font_dir() -> Path:
     import matplotlib
 
     return Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+
+
+@cache
+def _resolve(file: str) -> Path:
+    p = font_dir() / file
+    if not p.is_file():
+        raise InputError(f"font file {p} is missing from matplotlib's fonts; reinstall matplotlib")
+    return p
 
 
 @cache

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -104,7 +104,7 @@ def render(
     InputError
         The font's character map lacks ``char`` (it would render as the ``.notdef`` box).
     """
-    from PIL import Image, ImageDraw
+    from PIL import Image
 
     if len(char) != 1:
         raise InputError(f"render: expected one character, got {char!r}")
@@ -113,8 +113,31 @@ def render(
             f"font {font.file} does not cover U+{ord(char):04X} ({char!r}); render it in a font "
             "whose character map has it"
         )
-    path = str(font.path)
-    fs = max(4, round(font_size * scale))
+    base = _centred(char, str(font.path), max(4, round(font_size * scale)), int(size))
+    dx, dy = int(dx), int(dy)
+    if dx or dy:  # the same pixels as drawing at the shifted origin (integer offsets)
+        img = np.full_like(base, 255)
+        ys, yd = slice(max(0, -dy), size - max(0, dy)), slice(max(0, dy), size - max(0, -dy))
+        xs, xd = slice(max(0, -dx), size - max(0, dx)), slice(max(0, dx), size - max(0, -dx))
+        img[yd, xd] = base[ys, xs]
+    else:
+        img = base.copy()
+    if angle:
+        rotated = Image.fromarray(img, mode="L").rotate(
+            float(angle),
+            resample=Image.Resampling.BILINEAR,
+            fillcolor=255,
+            center=(size / 2, size / 2),
+        )
+        img = np.asarray(rotated, dtype=np.uint8)
+    return img
+
+
+@lru_cache(maxsize=16384)
+def _centred(char: str, path: str, fs: int, size: int) -> U8:
+    """The glyph drawn with its ink box centred (shrunk to fit a 2 px margin); read-only."""
+    from PIL import Image, ImageDraw
+
     fnt = _font(path, fs)
     left, top, right, bottom = fnt.getbbox(char)
     span = max(right - left, bottom - top, 1)
@@ -122,18 +145,13 @@ def render(
         fs = max(4, int(fs * (size - 4) / span))
         fnt = _font(path, fs)
         left, top, right, bottom = fnt.getbbox(char)
-    x = (size - (right - left)) // 2 - left + int(dx)
-    y = (size - (bottom - top)) // 2 - top + int(dy)
+    x = (size - (right - left)) // 2 - left
+    y = (size - (bottom - top)) // 2 - top
     img = Image.new("L", (size, size), 255)
     ImageDraw.Draw(img).text((x, y), char, font=fnt, fill=0)
-    if angle:
-        img = img.rotate(
-            float(angle),
-            resample=Image.Resampling.BILINEAR,
-            fillcolor=255,
-            center=(size / 2, size / 2),
-        )
-    return np.asarray(img, dtype=np.uint8)
+    out = np.asarray(img, dtype=np.uint8).copy()
+    out.flags.writeable = False
+    return out
 
 
 def render_many(
