@@ -115,3 +115,19 @@ def test_odin_ignores_autocast():
         mixed = Odin().score(model, x)
     assert mixed.dtype == torch.float32
     torch.testing.assert_close(mixed, plain, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(5, 16, 9), (5, 6, 20), (3, 8, 8)])
+def test_rank1_component_equals_the_truncated_svd_term(shape):
+    """Both Gram branches (HW <= C and HW > C) give the SVD's s1 u1 v1^T."""
+    from semshift.features.model_detectors import rank1_component
+
+    rng = np.random.default_rng(sum(shape))
+    flat = rng.standard_normal(shape)
+    u, s, vh = np.linalg.svd(flat, full_matrices=False)
+    want = s[:, :1, None] * (u[:, :, :1] @ vh[:, :1, :])
+    got64 = rank1_component(torch.from_numpy(flat)).numpy()
+    np.testing.assert_allclose(got64, want, atol=1e-10)
+    got32 = rank1_component(torch.from_numpy(flat).float())
+    assert got32.dtype == torch.float32
+    np.testing.assert_allclose(got32.numpy(), want, atol=1e-5)

@@ -108,12 +108,43 @@ class Odin(ModelDetector):
         return torch.softmax(out, dim=1).max(dim=1).values
 
 
+def rank1_component(flat: Tensor) -> Tensor:
+    """The best rank-1 approximation ``s1 u1 v1^T`` of each matrix of a batch.
+
+    Parameters
+    ----------
+    flat : Tensor (n, C, K)
+        A batch of matrices (RankFeat: feature maps with K = H W).
+
+    Returns
+    -------
+    Tensor (n, C, K), dtype of ``flat``
+        ``s1 u1 v1^T`` of every matrix, equal to the truncated SVD's term (it is unique up to
+        the sign of ``u1`` and ``v1``, which cancels; when ``s1 = s2`` any top singular pair is a
+        valid answer, as with the SVD). Computed as ``M v1 v1^T`` with ``v1`` the top
+        eigenvector of ``M^T M`` (or ``u1 u1^T M`` from ``M M^T``, whichever is smaller), in
+        float64 so that squaring the matrix costs no precision that matters.
+    """
+    m = flat.double()
+    if m.shape[2] <= m.shape[1]:
+        _, vecs = torch.linalg.eigh(m.transpose(1, 2) @ m)  # ascending eigenvalues
+        v = vecs[:, :, -1:]
+        out = (m @ v) @ v.transpose(1, 2)
+    else:
+        _, vecs = torch.linalg.eigh(m @ m.transpose(1, 2))
+        u = vecs[:, :, -1:]
+        out = u @ (u.transpose(1, 2) @ m)
+    return out.to(flat.dtype)
+
+
 class RankFeat(ModelDetector):
     """RankFeat: subtract s1 u1 v1^T from each sample's (C, HW) last feature map, then Energy.
 
     The remaining map is pooled and passed through the head as in the normal forward pass;
-    score = logsumexp(logits) (Energy, T = 1). SVD in float32 (``torch.linalg.svd``), as the
-    authors' code (not their power-iteration approximation).
+    score = logsumexp(logits) (Energy, T = 1). The rank-1 term is exact, as the authors' SVD
+    (not their power-iteration approximation), but computed from the top eigenvector of the
+    smaller Gram matrix (HW x HW or C x C) in float64 (:func:`rank1_component`), which is an
+    order of magnitude faster than a batched ``torch.linalg.svd`` on the CPU.
     """
 
     name = "rankfeat"
@@ -129,8 +160,7 @@ class RankFeat(ModelDetector):
             fmap = _f32(adapter.feature_map(x))
             n, c, h, w = fmap.shape
             flat = fmap.reshape(n, c, h * w)
-            u, s, vh = torch.linalg.svd(flat, full_matrices=False)
-            rank1 = s[:, :1, None] * (u[:, :, :1] @ vh[:, :1, :])
+            rank1 = rank1_component(flat)
             logits = _f32(adapter.from_feature_map((flat - rank1).reshape(n, c, h, w))[0])
         return torch.logsumexp(logits, dim=1)
 
