@@ -1154,11 +1154,41 @@ class _Runner:
         # inside this stage function, so semshift.protocols never imports semshift.report
         # at module level
         try:
-            from semshift.report import write_report  # type: ignore[attr-defined,unused-ignore]
+            from semshift.report import (  # type: ignore[attr-defined,unused-ignore]
+                ReportPaths,
+                write_report,
+            )
 
-            self.write_json()  # the report reads results.json
-            self.report_paths = write_report(self.out, formats=tuple(self.cfg.report.formats))
-            rec.computed.append("report")
+            formats = tuple(self.cfg.report.formats)
+            # the report depends on the results (the evaluate key), the formats and the version
+            key = stable_hash(
+                {
+                    "results": self.stages["evaluate"].keys.get("results"),
+                    "formats": formats,
+                    "name": self.cfg.name,
+                    "semshift": __version__,
+                }
+            )
+            rec.keys["report"] = key
+            marker = self.cache.root / "report_written.key"
+            paths = {f: self.out / f"report.{f}" for f in formats}
+            figures = sorted((self.out / "figures").glob("*.png"))
+            if (
+                not self.force
+                and marker.is_file()
+                and marker.read_text() == key
+                and all(p.is_file() for p in paths.values())
+            ):
+                self.report_paths = ReportPaths(
+                    html=paths.get("html"), md=paths.get("md"), figures=figures
+                )
+                rec.reused.append("report")
+            else:
+                marker.unlink(missing_ok=True)
+                self.write_json()  # the report reads results.json
+                self.report_paths = write_report(self.out, formats=formats)
+                marker.write_text(key)
+                rec.computed.append("report")
         except Exception as err:
             msg = _one_line(err)
             self.errors.append(f"report: {msg}")
