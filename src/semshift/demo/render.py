@@ -175,7 +175,7 @@ def render_many(
     return out
 
 
-def glyph_distance(a: U8, b: U8, *, block: int = 256) -> NDArray[np.float64]:
+def glyph_distance(a: U8, b: U8, *, block: int | None = None) -> NDArray[np.float64]:
     """Pairwise homoglyph distance between two stacks of renderings.
 
     Parameters
@@ -183,8 +183,8 @@ def glyph_distance(a: U8, b: U8, *, block: int = 256) -> NDArray[np.float64]:
     a : array (n, H, W) uint8
     b : array (m, H, W) uint8
         Black-on-white renderings of the same canvas size.
-    block : int
-        Rows of ``a`` per step (bounds memory at ``block * m * H * W`` floats).
+    block : int, optional
+        Rows of ``a`` per step (memory ``block * m * H * W`` floats); default: about 4 M floats.
 
     Returns
     -------
@@ -203,6 +203,8 @@ def glyph_distance(a: U8, b: U8, *, block: int = 256) -> NDArray[np.float64]:
     ib = 1.0 - b.reshape(len(b), -1).astype(np.float32) / 255.0
     sa, sb = ia.sum(1), ib.sum(1)
     out = np.empty((len(a), len(b)), np.float64)
+    if block is None:
+        block = max(1, (1 << 22) // max(1, ib.size))
     for lo in range(0, len(a), block):
         diff = np.abs(ia[lo : lo + block, None, :] - ib[None, :, :]).sum(-1)
         denom = np.maximum(np.maximum(sa[lo : lo + block, None], sb[None, :]), 1e-6)
