@@ -102,11 +102,34 @@ def test_version_and_help():
     assert res.returncode == 0 and "splits" in res.stdout and "demo" in res.stdout
 
 
-def test_demo_runs_offline(tmp_path):
-    res = run("demo", "--out", str(tmp_path / "demo"))
-    assert res.returncode == 0, res.stderr
-    assert (tmp_path / "demo" / "ssb" / "split.json").exists()
-    assert "easy" in res.stdout and "hard" in res.stdout
+def test_small_demo_runs_offline_end_to_end_then_from_cache(tmp_path):
+    """`semshift demo --size small`: data, model, every detector and protocol, report; then the
+    second run reuses every cached stage."""
+    out = tmp_path / "demo"
+    cmd = [EXE, "demo", "--size", "small", "--out", str(out), "--quiet"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "closed-set accuracy" in first.stdout and "report.html" in first.stdout
+    run_dir = out / "run"
+    results = pd.read_parquet(run_dir / "results.parquet")
+    protocols = set(results["protocol"])
+    assert {"osr", "newclass", "failure", "decomposition", "graded", "sanity"} <= protocols
+    assert "generalisation" in protocols
+    detectors = set(results["detector"].dropna())
+    assert {"msp", "energy", "knn", "odin", "rankfeat", "vim"} <= detectors
+    assert len(detectors) == 26
+    html = (run_dir / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(list((run_dir / "figures").glob("*.png")))
+    provenance = json.loads((run_dir / "results.json").read_text())
+    assert all(provenance["stages"][s]["computed"] for s in ("extract", "score", "evaluate"))
+
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "demo data reused" in second.stdout
+    again = json.loads((run_dir / "results.json").read_text())
+    for name, stage in again["stages"].items():
+        assert not stage["computed"], f"stage {name} recomputed {stage['computed']}"
+    pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "results.parquet"), results)
 
 
 def test_splits_cleaning_from_the_cli(tmp_path):
