@@ -150,6 +150,7 @@ def test_ivf_search_is_close_to_exact_and_never_nearer(monkeypatch):
     # test rows in chunks and products in small blocks: the same answer
     monkeypatch.setattr(_ann, "_QUERIES", 97)
     monkeypatch.setattr(_ann, "_BLOCK", 40)
+    monkeypatch.setattr(_ann, "_workers", lambda: 3)  # threads do not change the answer
     d_c, j_c = nearest_distances(x, y, method="ivf")
     np.testing.assert_array_equal(j_c, j_ivf)
     np.testing.assert_allclose(d_c, d_ivf, atol=1e-6)

@@ -22,6 +22,8 @@ IEEE TPAMI 33(1). (The inverted-file scheme, IVF.)
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +33,8 @@ __all__ = ["IVFParams", "ivf_params", "ivf_search", "spherical_kmeans"]
 
 #: rows per block of the assignment products (a block x nlist float32 buffer)
 _BLOCK = 8192
-#: test rows searched together (their cell lists: 8 bytes x nprobe each)
+#: at most this many test rows searched together (their cell lists: 8 bytes x nprobe each);
+#: fewer so that every CPU gets a chunk
 _QUERIES = 65536
 
 
@@ -66,6 +69,24 @@ def ivf_params(
     return IVFParams(nlist=nl, nprobe=npb, train_size=min(n_id, 32 * nl), seed=seed)
 
 
+def _workers() -> int:
+    return os.cpu_count() or 1
+
+
+def _pool_map(fn: Callable[[int], None], starts: Sequence[int]) -> None:
+    """``fn(start)`` for every start, in parallel threads with single-threaded BLAS each.
+
+    The blocks write disjoint output slices, so the result does not depend on the threads; on
+    a busy machine this avoids the barrier stalls of multi-threaded products.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(_workers()) as pool:
+        list(pool.map(fn, starts))
+
+
 def _assign(
     x: NDArray[np.float32], centroids: NDArray[np.float32]
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
@@ -73,11 +94,14 @@ def _assign(
     lab = np.empty(len(x), dtype=np.int64)
     val = np.empty(len(x), dtype=np.float32)
     ct = np.ascontiguousarray(centroids.T)
-    for lo in range(0, len(x), _BLOCK):
+
+    def block(lo: int) -> None:
         s = x[lo : lo + _BLOCK] @ ct
         j = s.argmax(axis=1)
         lab[lo : lo + _BLOCK] = j
         val[lo : lo + _BLOCK] = s[np.arange(len(s)), j]
+
+    _pool_map(block, range(0, len(x), _BLOCK))
     return lab, val
 
 
@@ -128,8 +152,10 @@ def ivf_search(
     npb = min(params.nprobe, int(np.count_nonzero(sizes)))
     best = np.full(len(y), -np.inf, dtype=np.float32)
     arg = np.zeros(len(y), dtype=np.int64)
-    for qlo in range(0, len(y), _QUERIES):  # memory: _QUERIES x nprobe (cell, query) pairs
-        yq = y[qlo : qlo + _QUERIES]
+    chunk = max(1, min(_QUERIES, -(-len(y) // _workers())))
+
+    def scan(qlo: int) -> None:  # memory: chunk x nprobe (cell, query) pairs
+        yq = y[qlo : qlo + chunk]
         # the nprobe most similar non-empty cells of each query
         probe = np.empty((len(yq), npb), dtype=np.int32)
         for lo in range(0, len(yq), _BLOCK):
@@ -142,8 +168,8 @@ def ivf_search(
         by_cell = np.argsort(cells, kind="stable")
         cells, queries = cells[by_cell], queries[by_cell]
         bounds = np.searchsorted(cells, np.arange(params.nlist + 1))
-        bq = best[qlo : qlo + _QUERIES]
-        aq = arg[qlo : qlo + _QUERIES]
+        bq = best[qlo : qlo + chunk]
+        aq = arg[qlo : qlo + chunk]
         for cell in np.flatnonzero(bounds[1:] > bounds[:-1]):
             q = queries[bounds[cell] : bounds[cell + 1]]  # ascending: one query at most once
             xc = xs[starts[cell] : starts[cell + 1]]
@@ -153,4 +179,6 @@ def ivf_search(
             better = v > bq[q]
             bq[q[better]] = v[better]
             aq[q[better]] = order[starts[cell] + j[better]]
+
+    _pool_map(scan, range(0, len(y), chunk))
     return best, arg
