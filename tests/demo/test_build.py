@@ -114,10 +114,10 @@ def test_config_follows_the_design_contract(tiny_demo, tmp_path):
     cells = {(v["semantic_level"], v["covariate_level"]) for v in ood.values()}
     assert cells == {(lv, c) for lv in BINS.values() for c in (0, 1, 3)}
     assert {v.get("split") for v in ood.values()} == {"easy", "medium", "hard", None}
-    assert sets["hard_gaussian_noise3"]["corruption"] == {"name": "gaussian_noise", "severity": 3}
+    assert sets["hard_pixelate3"]["corruption"] == {"name": "pixelate", "severity": 3}
     cov = {k for k, v in sets.items() if v["role"] == "covariate"}
     assert cov == {"font_dejavu-serif", "font_dejavu-sans-mono", "font_stix",
-                   "gaussian_noise1", "gaussian_noise3"}  # fmt: skip
+                   "pixelate1", "pixelate3"}  # fmt: skip
     for name in ("id_train", "id_val", "id_test"):
         assert cfg["data"][name]["images"] == str(tiny_demo.sets[name].path.resolve())
     with pytest.raises(InputError, match="unknown corruption 'fog'"):

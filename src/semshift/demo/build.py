@@ -351,7 +351,7 @@ class DemoData:
         self,
         output_dir: str | Path,
         *,
-        corruption: str = "gaussian_noise",
+        corruption: str = "pixelate",
         severities: Sequence[int] = (1, 3, 5),
         n_models: int = 3,
         delta: float = 0.05,
@@ -380,7 +380,13 @@ class DemoData:
         output_dir : str or Path
             The run's output directory.
         corruption : str
-            A :mod:`semshift.features.corruptions` name for the covariate axis.
+            A :mod:`semshift.features.corruptions` name for the covariate axis. Default
+            ``pixelate``: the ImageNet-C parameters assume 224 px images, and on these 32 px
+            glyphs most corruptions destroy the class at severity 1. Closed-set accuracy of the
+            default model (seed 0) on the ID test set at severities 1 / 3 / 5, as the runner
+            applies them (RGB): pixelate 94 / 64 / 28 %, gaussian_noise 58 / 21 / 3 %, and on
+            the grayscale image: brightness 99 / 81 / 20 %, jpeg 99 / 99 / 97 %, contrast
+            26 / 7 / 5 %, gaussian_blur 50 / 6 / 5 %, defocus_blur 14 / 6 / 5 %.
         severities : sequence of int
             Its severities (1-5); empty for no corrupted sets.
         n_models, delta : sanity-check settings (random-init copies, CI margin)
