@@ -711,15 +711,13 @@ def run_config(
 
 def _print_run(result: RunResult) -> None:
     """The headline table, the errors the run went on after, and where everything is."""
-    table = result.headline()
-    if not table.empty:
-        out = Table(title="AUROC x100 (higher = better separation)")
-        out.add_column("detector")
-        for col in table.columns:
-            out.add_column(str(col), justify="right")
-        for det, row in table.iterrows():
-            out.add_row(str(det), *("-" if v != v else f"{v:.1f}" for v in row.tolist()))
-        console.print(out)
+    from semshift.report import headline_table
+
+    if len(result.results):
+        try:
+            console.print(headline_table(result.results).to_rich())
+        except SemshiftError as exc:  # no protocol with a table: the rows are in results.csv
+            console.print(f"no headline table: {exc}")
     for err in result.errors:
         console.print(f"[yellow]warning[/yellow]: {err}")
     total = result.provenance.get("total_seconds", 0.0)
