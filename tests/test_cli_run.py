@@ -43,7 +43,8 @@ def test_run_prints_the_output_path_and_headline(config_file, _semshift):
     assert done.returncode == 0, done.stderr
     out = config_file.parent / "out"
     assert str(out) in done.stdout
-    assert "AUROC x100" in done.stdout and "knn" in done.stdout and "osr:easy" in done.stdout
+    assert "Open-set recognition (SSB Table 1)" in done.stdout and "knn" in done.stdout
+    assert "AUROC Easy" in done.stdout and "OSCR Easy" in done.stdout
     assert (out / "results.parquet").is_file()
     assert done.stderr == ""  # --quiet: no progress lines
     again = _semshift("run", str(config_file), "--force")
