@@ -13,7 +13,7 @@
    distance between semantic parts, ``D_cov`` likewise; exact, in blocks (1,000,000 x 1,000,000
    fits in memory: only one block of similarities exists at a time), or approximate by an
    inverted file (k-means cells, a few probed per test row) above ``AUTO_EXACT_PAIRS`` pairs,
-   about 15 times fewer flops at 100,000 x 100,000.
+   about 6 times fewer flops at 100,000 x 100,000.
 3. **Binning** (:func:`bin_levels`, :func:`graded_grid`): each axis into ``n`` levels by an interval
    policy; cells with fewer than ``min_count`` images are N/A. The levels become group columns
    (``sem_level``, ``cov_level``) for the graded-grid protocol.
@@ -325,7 +325,7 @@ def nearest_distances(
         exact one, up to float32 rounding) or ``"auto"`` (exact up to
         :data:`AUTO_EXACT_PAIRS` pairs, else ivf)
     nlist, nprobe : ivf cells and cells probed per test row (defaults ``2 sqrt(N_id)`` and
-        ``max(16, nlist / 32)``); ``nprobe = nlist`` is exact
+        ``max(16, nlist / 8)``); ``nprobe = nlist`` is exact
     seed : ivf k-means seed (the result is deterministic for a seed)
 
     Returns
