@@ -10,8 +10,8 @@
    ``np.save`` / ``np.load(mmap_mode="r")`` of the same array. Write: ``write_store`` (shards,
    XXH3-128 checksums while writing, Parquet index of N rows, meta) against ``np.save``, both
    with and without ``fsync``. Read: open, then one pass over every row in blocks (column
-   sums), against ``np.load(mmap_mode="r")`` and the same blocked pass; the page cache is dropped between runs
-   where possible (``posix_fadvise(DONTNEED)``). Target: within 1.5x.
+   sums), against ``np.load(mmap_mode="r")`` and the same blocked pass; the page cache is
+   dropped between runs where possible (``posix_fadvise(DONTNEED)``). Target: within 1.5x.
 
 Usage::
 
