@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from semshift.errors import InputError
+from semshift.protocols.tidy import RESULT_COLUMNS  # the one definition of the schema
 
 __all__ = [
     "PROTOCOLS",
@@ -29,23 +30,6 @@ __all__ = [
     "load_run",
     "ordered_unique",
 ]
-
-#: Columns of the tidy results table, in the contract's order.
-RESULT_COLUMNS: tuple[str, ...] = (
-    "protocol",
-    "set",
-    "split",
-    "semantic_level",
-    "covariate_level",
-    "detector",
-    "metric",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n_id",
-    "n_ood",
-    "error",
-)
 
 #: Protocol names of the contract, in the order the report shows them.
 PROTOCOLS: tuple[str, ...] = (
