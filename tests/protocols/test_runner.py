@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from semshift.errors import InputError
-from semshift.protocols.runner import headline_table, run
+from semshift.protocols.runner import run
 
 from .conftest import C, base_config, make_store
 
@@ -267,25 +267,6 @@ def test_a_failing_report_keeps_the_results(stores, tmp_path, monkeypatch):
     prov = json.loads((out / "results.json").read_text())
     assert prov["notes"]["report_error"] == "RuntimeError: no figures today"
     assert len(pd.read_parquet(out / "results.parquet")) == len(result.results) > 0
-
-
-def test_headline_table_is_auroc_x100_per_detector():
-    rows = pd.DataFrame(
-        {
-            "protocol": ["osr", "osr", "osr", "newclass"],
-            "set": ["id_test", "easy", "easy", "cov"],
-            "split": [None, "easy", "easy", None],
-            "semantic_level": [None] * 4,
-            "covariate_level": [None] * 4,
-            "detector": [None, "msp", "knn", "msp"],
-            "metric": ["accuracy", "auroc", "auroc", "auroc"],
-            "value": [0.9, 0.8123, 0.654, 0.7],
-        }
-    )
-    table = headline_table(rows)
-    assert table.loc["msp", "osr:easy (easy)"] == 81.2
-    assert table.loc["knn", "osr:easy (easy)"] == 65.4
-    assert table.loc["msp", "newclass:cov"] == 70.0
 
 
 def test_every_protocol_and_a_failing_protocol_row(stores, tmp_path):

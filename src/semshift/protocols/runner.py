@@ -45,7 +45,7 @@ from semshift.errors import InputError
 from semshift.protocols.cache import StageCache, stable_hash, store_fingerprint
 from semshift.protocols.config import RunConfig, SetConfig, SourceConfig, load_config
 
-__all__ = ["STAGES", "RunResult", "StageRecord", "headline_table", "run"]
+__all__ = ["STAGES", "RunResult", "StageRecord", "run"]
 
 #: The stages, in order.
 STAGES = ("split", "extract", "score", "evaluate", "report")
@@ -121,57 +121,6 @@ class RunResult:
     errors: list[str]
     provenance: dict[str, Any]
     report: Any = None
-
-    def headline(self, max_columns: int = 8) -> pd.DataFrame:
-        """:func:`headline_table` of the results."""
-        return headline_table(self.results, max_columns=max_columns)
-
-
-def headline_table(results: pd.DataFrame, max_columns: int = 8) -> pd.DataFrame:
-    """AUROC x100 per detector (rows) and OSR split / new-class set (columns).
-
-    Parameters
-    ----------
-    results : DataFrame
-        A tidy results table.
-    max_columns : int
-        Keep at most this many columns (OSR first).
-
-    Returns
-    -------
-    DataFrame
-        Index = detector, values rounded to one decimal; empty when there is no AUROC row.
-    """
-    if results.empty:
-        return pd.DataFrame()
-    ok = results[
-        (results["metric"] == "auroc")
-        & results["protocol"].isin(["osr", "newclass", "graded", "sanity"])
-        & results["detector"].notna()
-        & results["value"].notna()
-    ]
-    ok = (
-        ok[ok["protocol"].isin(["osr", "newclass"])]
-        if ok["protocol"].isin(["osr", "newclass"]).any()
-        else ok[ok["semantic_level"].isna() | ok["covariate_level"].isna()]
-    )
-    if ok.empty:
-        return pd.DataFrame()
-    col = (
-        ok["protocol"]
-        + ":"
-        + ok["set"].fillna("")
-        + ok["split"].fillna("").map(lambda s: f" ({s})" if s else "")
-    )
-    table = (
-        ok.assign(column=col)
-        .pivot_table(
-            index="detector", columns="column", values="value", aggfunc="first", sort=False
-        )
-        .mul(100)
-        .round(1)
-    )
-    return table.iloc[:, :max_columns]
 
 
 # --------------------------------------------------------------------------- progress output
@@ -1355,7 +1304,7 @@ def run(
     A stores-only study (see ``examples/configs/``)::
 
         result = run("examples/configs/imagenet_ssb.yaml")
-        result.headline()
+        result.results  # the tidy table; semshift.report.headline_table(result.results)
     """
     cfg = load_config(config, base_dir=base_dir)
     runner = _Runner(cfg, progress=progress, force=force)
