@@ -134,6 +134,38 @@ def test_blocks_cover_selection_in_order(stored):
     )
 
 
+def test_blocks_prefetch_the_next_dense_shard(stored, monkeypatch):
+    st, _, _, feats, _ = stored
+    asked = []
+
+    class Recorder:
+        def submit(self, fn, files):
+            asked.append(sorted(f.name for f in files))
+            fn(files)  # the real hint runs too (no error on real files)
+
+    monkeypatch.setattr(store_mod, "_PREFETCH", Recorder())
+    got = np.concatenate([b["features"] for b in st.all().blocks("features", rows=4)])
+    np.testing.assert_array_equal(got, feats)
+    # 5 shards of 5 rows (the last has 3): each asked for once, in order, a block ahead
+    assert asked == [[f"{s:05d}.features.npy"] for s in range(5)]
+    asked.clear()
+    list(st.all().blocks("features", "logits", rows=100))
+    assert len(asked) == 5 and all(len(a) == 2 for a in asked)
+    asked.clear()
+    # one row of each full 5-row shard: too sparse to read whole shards ahead
+    rows = np.arange(len(st))
+    sparse = st.select((rows % 5 == 0) & (rows < 20))
+    np.testing.assert_array_equal(
+        np.concatenate([b["features"] for b in sparse.blocks("features", rows=2)]),
+        feats[0:20:5],
+    )
+    assert asked == []
+
+
+def test_prefetch_ignores_missing_files(tmp_path):
+    store_mod._willneed([tmp_path / "nothing.npy"])  # no error: a hint only
+
+
 def test_concat_same_schema(tmp_path, stored):
     st, _, logits, _, head = stored
     index, l2, f2, _ = _data(n=8, seed=1)

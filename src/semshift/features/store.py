@@ -746,6 +746,22 @@ class FeatureStore:
         self._mmaps[key] = arr
         return arr
 
+    def _prefetch(self, shard: int, names: Sequence[str]) -> None:
+        """Ask the kernel, from a background thread, to read shard ``shard``'s ``names`` files.
+
+        Sequential block iteration calls this for the next shard while the current one is being
+        consumed, so the read of one shard overlaps the work on the previous one (a single large
+        ``.npy`` gets the same from the kernel's read-ahead, which restarts small at each new
+        file). Best effort: a missing ``posix_fadvise`` or any I/O error is ignored here and
+        surfaces, if real, when the shard is mapped.
+        """
+        if not hasattr(os, "posix_fadvise") or not 0 <= shard < len(self._shards):
+            return
+        sh = self._shards[shard]
+        files = [sh.root / sh.files[n]["file"] for n in names if n in sh.files and sh.rows]
+        if files:
+            _PREFETCH.submit(_willneed, files)
+
     def _check_names(self, names: Sequence[str]) -> None:
         for name in names:
             if name not in self.meta["arrays"]:
@@ -973,12 +989,51 @@ class Selection:
         names = names or tuple(self.store.array_names)
         self.store._check_names(names)
         labels = self.labels
-        for start in range(0, len(self), rows):
+        # Shards the selection reads densely (a quarter of their rows or more) are prefetched a
+        # block ahead: while one block is consumed the kernel reads the next block's shards.
+        # Sparse selections read single pages and gain nothing from it.
+        offsets = self.store._offsets
+        shard_of = np.searchsorted(offsets, self.positions, side="right") - 1
+        counts = np.bincount(shard_of, minlength=offsets.size - 1) if shard_of.size else []
+        dense = {s for s, c in enumerate(counts) if c and 4 * c >= offsets[s + 1] - offsets[s]}
+        asked: set[int] = set()
+
+        def prefetch(a: int, b: int) -> None:  # the shards of rows [a, b) of the selection
+            if a < b:
+                for s in range(int(shard_of[a]), int(shard_of[b - 1]) + 1):
+                    if s in dense and s not in asked:
+                        asked.add(s)
+                        self.store._prefetch(s, names)
+
+        n = len(self)
+        if dense:
+            prefetch(0, min(rows, n))
+        for start in range(0, n, rows):
             pos = self.positions[start : start + rows]
+            if dense:
+                prefetch(start + rows, min(start + 2 * rows, n))
             block: dict[str, Any] = {"positions": pos, "labels": labels[start : start + rows]}
             for name in names:
                 block[name] = self.store.gather(pos, name)
             yield block
+
+
+def _willneed(files: Sequence[Path]) -> None:
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+#: one background thread issues the read-ahead hints of every store (they only queue I/O)
+_PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semshift-prefetch")
 
 
 # --------------------------------------------------------------------------- open / concat
