@@ -11,9 +11,9 @@ need are ignored, not validated.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,9 +21,11 @@ from numpy.typing import NDArray
 from semshift.errors import InputError, NotFittedError
 
 from ._common import row_blocks
+from ._shared import SharedResults, chunks
 
 __all__ = ["INPUT_NAMES", "Detector", "Inputs"]
 
+_T = TypeVar("_T")
 FloatArray = NDArray[np.floating[Any]]
 Float64Array = NDArray[np.float64]
 IntArray = NDArray[np.integer[Any]]
@@ -44,15 +46,38 @@ _LABELS = {"labels": "logits", "val_labels": "val_logits"}
 
 @dataclass
 class Inputs:
-    """Validated inputs, as given (no copy); ``n_classes`` and ``n_features`` when known."""
+    """Validated inputs, as given (no copy); ``n_classes`` and ``n_features`` when known.
+
+    At score time ``shared`` (optional) memoises quantities other detectors compute on the same
+    arrays, and ``rows`` is the chunk of the caller's rows these arrays are (see
+    :meth:`share`).
+    """
 
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     n_classes: int | None = None
     n_features: int | None = None
+    shared: SharedResults | None = None
+    rows: tuple[int, int] = (0, 0)
 
     def get(self, name: str) -> np.ndarray:
         """The validated array ``name`` (``W`` and ``b`` of the head are ``head_W``/``head_b``)."""
         return self.arrays[name]
+
+    def share(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, or the value another detector computed for the same key and rows.
+
+        ``key`` must name the quantity and everything it depends on besides the input rows (a
+        digest of the fitted arrays involved); without a :class:`SharedResults` this is just
+        ``compute()``.
+        """
+        if self.shared is None:
+            return compute()
+        return self.shared.get((key, self.rows), compute)
+
+    def chunk(self, sl: slice) -> Inputs:
+        """The same inputs restricted to rows ``sl`` of the score-time arrays."""
+        arrays = {k: (v[sl] if k in _SCORE_INPUTS else v) for k, v in self.arrays.items()}
+        return Inputs(arrays, self.n_classes, self.n_features, self.shared, (sl.start, sl.stop))
 
     @property
     def head(self) -> tuple[FloatArray, FloatArray]:
@@ -81,6 +106,10 @@ def check_finite(name: str, arr: np.ndarray, owner: str) -> None:
     """
     if arr.dtype.kind != "f":
         return
+    with np.errstate(all="ignore"):
+        if np.isfinite(np.add.reduce(arr, axis=None)):
+            return  # NaN and inf propagate into the sum; a finite sum means no NaN/inf
+    # the sum is NaN/inf: find the first bad entry (or find none: a float overflow of the sum)
     flat_rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
     bad_count = 0
     first: tuple[int, ...] | None = None
@@ -108,6 +137,7 @@ def validate_inputs(
     *,
     n_classes: int | None = None,
     n_features: int | None = None,
+    shared: SharedResults | None = None,
 ) -> Inputs:
     """Check the inputs in ``needed`` and return them in an :class:`Inputs`.
 
@@ -121,6 +151,9 @@ def validate_inputs(
         Input name -> value (``None`` means not given).
     n_classes, n_features : int, optional
         What ``fit`` learned; checked against the new inputs at score time.
+    shared : SharedResults, optional
+        Memo of the score-time finiteness checks (each array is scanned once for every
+        detector scored with it).
 
     Raises
     ------
@@ -166,7 +199,10 @@ def validate_inputs(
         if name not in needed:
             continue
         arr = _real_array(name, given[name], 2, owner)
-        check_finite(name, arr, owner)
+        if shared is not None and name in _SCORE_INPUTS:
+            shared.get(("finite", name), lambda a=arr, n=name: check_finite(n, a, owner))
+        else:
+            check_finite(name, arr, owner)
         if name == "features":
             d = int(arr.shape[1])
             if out.n_features is not None and out.n_features != d:
@@ -318,9 +354,16 @@ class Detector:
         return self
 
     def score(
-        self, *, logits: FloatArray | None = None, features: FloatArray | None = None
+        self,
+        *,
+        logits: FloatArray | None = None,
+        features: FloatArray | None = None,
+        shared: SharedResults | None = None,
     ) -> Float64Array:
         """Normality scores: higher = more in-distribution.
+
+        Inputs are scored in row chunks (:func:`semshift.detectors._shared.chunks`, a function
+        of the input shapes), so memory stays bounded whatever the number of rows.
 
         Parameters
         ----------
@@ -328,6 +371,10 @@ class Detector:
             Test logits (needed when ``"logits"`` is in ``score_requires``).
         features : array (n, D), optional
             Test features (needed when ``"features"`` is in ``score_requires``).
+        shared : SharedResults, optional
+            Quantities shared with other detectors scored on the same ``logits`` and
+            ``features`` (the very same array objects); see :func:`score_many`. The scores do
+            not depend on it.
 
         Returns
         -------
@@ -343,15 +390,29 @@ class Detector:
             raise NotFittedError(
                 f"this {type(self).__name__} detector is not fitted yet; call fit() first"
             )
+        given = {"logits": logits, "features": features}
+        if shared is not None:
+            shared.check(given, f"{self.name}.score")
         inputs = validate_inputs(
             f"{self.name}.score",
             self.score_requires,
-            {"logits": logits, "features": features},
+            given,
             n_classes=self.n_classes_,
             n_features=self.n_features_in_,
+            shared=shared,
         )
-        scores = np.asarray(self._score(inputs), dtype=np.float64)
-        return scores
+        inputs.shared = shared
+        # chunks from every given array (not only the required ones), so all detectors scored
+        # on the same arrays cut the same chunks and can share per-chunk results
+        n = int(inputs.get(min(self.score_requires)).shape[0]) if self.score_requires else 0
+        shapes = [np.shape(a) for a in given.values() if a is not None]
+        width = sum(int(np.prod(s[1:])) for s in shapes if s and s[0] == n)
+        parts = [
+            np.asarray(self._score(inputs.chunk(sl)), dtype=np.float64) for sl in chunks(n, width)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, np.float64)
 
     # -- hooks -------------------------------------------------------------------------------------
     def _fit(self, inputs: Inputs) -> None:

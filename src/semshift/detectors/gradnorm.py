@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import row_blocks, softmax
 from ._registry import register_detector
+from .logit import shared_softmax
 
 __all__ = ["GradNorm"]
 
@@ -33,11 +33,6 @@ class GradNorm(Detector):
         pass
 
     def _score(self, inputs: Inputs) -> Float64Array:
-        h, z = inputs.get("features"), inputs.get("logits")
-        out = np.empty(h.shape[0], dtype=np.float64)
-        n_classes = z.shape[1]
-        for sl in row_blocks(h.shape[0], 8 * h.shape[1] + 32 * n_classes):
-            p = softmax(np.asarray(z[sl], dtype=np.float64))
-            l1 = np.abs(np.asarray(h[sl], dtype=np.float64)).sum(axis=1)
-            out[sl] = l1 * np.abs(n_classes * p - 1.0).sum(axis=1)
-        return out
+        h, p = inputs.get("features"), shared_softmax(inputs)
+        l1 = np.abs(h).sum(axis=1, dtype=np.float64)
+        return l1 * np.abs(p.shape[1] * p - 1.0).sum(axis=1)

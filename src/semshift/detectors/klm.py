@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import Inputs
-from ._common import F64, class_sums, log_softmax, row_blocks, softmax
+from ._base import Float64Array, Inputs
+from ._common import class_sums, row_blocks, softmax
 from ._registry import register_detector
-from .logit import LogitDetector
+from .logit import LogitDetector, shared_neg_entropy, shared_softmax
 
 __all__ = ["KLMatching"]
 
@@ -52,9 +52,7 @@ class KLMatching(LogitDetector):
         self.templates_ = sums[self.template_classes_] / counts[self.template_classes_, None]
         self._log_templates = np.log(np.maximum(self.templates_, np.finfo(np.float64).tiny))
 
-    def _score_block(self, z: F64) -> F64:
-        logp = log_softmax(z)
-        p = np.exp(logp)
-        neg_entropy = (p * logp).sum(axis=1)
-        kl = neg_entropy[:, None] - p @ self._log_templates.T
+    def _score(self, inputs: Inputs) -> Float64Array:
+        p = shared_softmax(inputs)
+        kl = shared_neg_entropy(inputs)[:, None] - p @ self._log_templates.T
         return -kl.min(axis=1)

@@ -1,7 +1,9 @@
 """Logit-only detectors that need no fitting: msp, mls, energy, entropy, gen.
 
-Each scores the logits z (n, C) row by row in float64 blocks. Scores: higher = more
-in-distribution.
+Each scores the logits z (n, C) in float64. Scores: higher = more in-distribution. The
+log-sum-exp, log-softmax, softmax and negative entropy of the logits are computed once per
+chunk when several detectors share them (:class:`semshift.detectors.SharedResults`; also used
+by klm, gradnorm, vim and nnguide).
 """
 
 from __future__ import annotations
@@ -11,10 +13,53 @@ from typing import ClassVar
 import numpy as np
 
 from ._base import Detector, Float64Array, Inputs, check_int, check_real
-from ._common import F64, log_softmax, logsumexp, row_blocks, softmax
+from ._common import F64, energy, row_blocks, softmax
 from ._registry import register_detector
 
-__all__ = ["GEN", "MSP", "Energy", "Entropy", "LogitDetector", "MaxLogit"]
+__all__ = [
+    "GEN",
+    "MSP",
+    "Energy",
+    "Entropy",
+    "LogitDetector",
+    "MaxLogit",
+    "shared_energy",
+    "shared_log_softmax",
+    "shared_neg_entropy",
+    "shared_softmax",
+]
+
+
+def shared_energy(inputs: Inputs) -> F64:
+    """``logsumexp(z)`` per row (n,), float64; shared per chunk."""
+    return inputs.share(("energy",), lambda: energy(inputs.get("logits")))
+
+
+def shared_log_softmax(inputs: Inputs) -> F64:
+    """``z - logsumexp(z)`` (n, C), float64; shared per chunk."""
+    return inputs.share(
+        ("log_softmax",),
+        lambda: np.asarray(inputs.get("logits"), dtype=np.float64) - shared_energy(inputs)[:, None],
+    )
+
+
+def shared_softmax(inputs: Inputs) -> F64:
+    """``softmax(z)`` (n, C), float64, as ``exp(z - max z) / sum``; shared per chunk.
+
+    (Not ``exp(log_softmax)``: scores such as GEN's ``(1 - p)^g`` are ill-conditioned where
+    p rounds to 1, and this is the form the reference implementations use.)
+    """
+    return inputs.share(
+        ("softmax",), lambda: softmax(np.asarray(inputs.get("logits"), dtype=np.float64))
+    )
+
+
+def shared_neg_entropy(inputs: Inputs) -> F64:
+    """``sum_c p_c log p_c`` per row (n,), float64; shared per chunk."""
+    return inputs.share(
+        ("neg_entropy",),
+        lambda: np.einsum("ij,ij->i", shared_softmax(inputs), shared_log_softmax(inputs)),
+    )
 
 
 class LogitDetector(Detector):
@@ -59,8 +104,9 @@ class MSP(LogitDetector):
     def __init__(self) -> None:
         pass
 
-    def _score_block(self, z: F64) -> F64:
-        return np.exp(-logsumexp(z - z.max(axis=1, keepdims=True)))
+    def _score(self, inputs: Inputs) -> Float64Array:
+        zmax = np.asarray(inputs.get("logits").max(axis=1), dtype=np.float64)
+        return np.exp(zmax - shared_energy(inputs))
 
 
 @register_detector
@@ -97,8 +143,8 @@ class Energy(LogitDetector):
     def __init__(self) -> None:
         pass
 
-    def _score_block(self, z: F64) -> F64:
-        return logsumexp(z)
+    def _score(self, inputs: Inputs) -> Float64Array:
+        return shared_energy(inputs)
 
 
 @register_detector
@@ -116,9 +162,8 @@ class Entropy(LogitDetector):
     def __init__(self) -> None:
         pass
 
-    def _score_block(self, z: F64) -> F64:
-        logp = log_softmax(z)
-        return (np.exp(logp) * logp).sum(axis=1)
+    def _score(self, inputs: Inputs) -> Float64Array:
+        return shared_neg_entropy(inputs)
 
 
 @register_detector
@@ -150,8 +195,8 @@ class GEN(LogitDetector):
         check_real("gen", "gamma", self.gamma, low=0.0, high=1.0, low_open=True)
         check_int("gen", "M", self.M)
 
-    def _score_block(self, z: F64) -> F64:
-        p = softmax(z)
+    def _score(self, inputs: Inputs) -> Float64Array:
+        p = shared_softmax(inputs)
         m = min(int(self.M), p.shape[1])
         top = np.partition(p, p.shape[1] - m, axis=1)[:, p.shape[1] - m :]
         g = float(self.gamma)

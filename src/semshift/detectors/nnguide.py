@@ -12,6 +12,7 @@ from ._base import Detector, Float64Array, Inputs, check_int, check_real
 from ._common import energy, f32, l2_normalize, row_blocks
 from ._registry import register_detector
 from ._search import InnerProductIndex, resolve_backend
+from .logit import shared_energy
 
 __all__ = ["NNGuide"]
 
@@ -77,9 +78,9 @@ class NNGuide(Detector):
         self._index = InnerProductIndex(bank, self.backend_)
 
     def _score(self, inputs: Inputs) -> Float64Array:
-        h, z = inputs.get("features"), inputs.get("logits")
+        h = inputs.get("features")
         out = np.empty(h.shape[0], dtype=np.float64)
         for sl in row_blocks(h.shape[0], 32 * h.shape[1]):
             vals, _ = self._index.search(f32(l2_normalize(h[sl])), int(self.k))
             out[sl] = vals.astype(np.float64).mean(axis=1)
-        return out * energy(z)
+        return out * shared_energy(inputs)

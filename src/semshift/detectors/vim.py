@@ -8,8 +8,10 @@ import scipy.linalg
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs, check_int
-from ._common import F64, energy, f32, head_logits, prepare_head, row_blocks, scatter_matrix
+from ._common import F64, f32, head_logits, prepare_head, row_blocks, scatter_matrix
 from ._registry import register_detector
+from ._shared import digest
+from .logit import shared_energy
 
 __all__ = ["Residual", "ViM", "default_vim_dim"]
 
@@ -57,6 +59,13 @@ class _PrincipalResidual(Detector):
         _, vecs = scipy.linalg.eigh(second_moment)  # ascending eigenvalues
         self.dim_ = dim
         self.null_space_ = f32(vecs[:, : d - dim])  # all but the top `dim` eigenvectors
+        self._share_token = digest(self.origin_, self.null_space_)
+
+    def shared_residual(self, inputs: Inputs) -> F64:
+        """:meth:`residual` of the score inputs, shared by vim and residual fitted alike."""
+        return inputs.share(
+            ("vim_residual", self._share_token), lambda: self.residual(inputs.get("features"))
+        )
 
     def residual(self, h: np.ndarray) -> F64:
         """``||(h - u) NS||`` for features (n, D) -> float64 (n,), in float32 blocks."""
@@ -115,7 +124,7 @@ class ViM(_PrincipalResidual):
         self.alpha_ = max_logit / x.shape[0] / mean_residual
 
     def _score(self, inputs: Inputs) -> Float64Array:
-        return energy(inputs.get("logits")) - self.alpha_ * self.residual(inputs.get("features"))
+        return shared_energy(inputs) - self.alpha_ * self.shared_residual(inputs)
 
 
 @register_detector
@@ -137,4 +146,4 @@ class Residual(_PrincipalResidual):
     score_requires = frozenset({"features"})
 
     def _score(self, inputs: Inputs) -> Float64Array:
-        return -self.residual(inputs.get("features"))
+        return -self.shared_residual(inputs)

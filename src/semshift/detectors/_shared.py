@@ -1,0 +1,134 @@
+"""Intermediate results shared by several detectors scored on the same inputs.
+
+Many detectors compute the same quantities: the log-softmax of the logits (msp, entropy, gen,
+gradnorm, klm), its log-sum-exp (energy, vim, nnguide), the head product ``h @ W.T`` (scale,
+max_cosine), the top-k activations and their product with the head (ash_p, ash_s, ash_b), the
+minimum class Mahalanobis distance (mahalanobis, rmd) or the ViM residual (vim, residual).
+A :class:`SharedResults` bound to one set of input arrays computes each of them once, whichever
+detector asks first; the others reuse it. Values are identical with and without sharing: the
+same function computes them either way.
+
+Keys name the quantity, the fitted state it depends on (a digest of the arrays involved, see
+:func:`digest`) and the row chunk (:func:`chunks`), so detectors fitted on different data never
+share by mistake. A results object holds references to the arrays it was made for and
+:meth:`Detector.score <semshift.detectors.Detector.score>` refuses it for other arrays.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import numpy as np
+import xxhash
+
+from semshift.errors import InputError
+
+from . import _common
+
+__all__ = ["SharedResults", "chunks", "digest"]
+
+T = TypeVar("T")
+
+
+def digest(*parts: Any) -> str:
+    """XXH3-128 digest of arrays (dtype, shape and bytes) and plain values, for share keys."""
+    h = xxhash.xxh3_128()
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            a = np.ascontiguousarray(p)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(memoryview(a).cast("B"))
+        else:
+            h.update(repr(p).encode())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def chunk_rows(width: int) -> int:
+    """Rows of one scoring chunk for inputs of ``width`` columns in all (logits + features).
+
+    Chunks bound the memory of shared per-chunk matrices (an (rows, C) float64 log-softmax
+    takes at most a quarter of :data:`semshift.detectors._common.BLOCK_BYTES` per column set).
+    """
+    return max(1, _common.BLOCK_BYTES // (4 * max(int(width), 1)))
+
+
+def chunks(n_rows: int, width: int) -> Iterator[slice]:
+    """The row chunks :meth:`Detector.score` scores one at a time (a function of the input
+    shape only, so every detector scored on the same arrays uses the same chunks)."""
+    step = chunk_rows(width)
+    for start in range(0, n_rows, step):
+        yield slice(start, min(start + step, n_rows))
+
+
+class SharedResults:
+    """Memo of quantities several detectors compute on the same inputs (thread-safe).
+
+    Parameters
+    ----------
+    logits, features : array, optional
+        The arrays every detector scored with this object receives (checked by identity).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from semshift import detectors
+    >>> from semshift.detectors import SharedResults
+    >>> z = np.array([[2.0, 0.0], [0.0, 0.0]])
+    >>> shared = SharedResults(logits=z)
+    >>> msp = detectors.get("msp").fit()
+    >>> ent = detectors.get("entropy").fit()
+    >>> msp.score(logits=z, shared=shared).round(4), ent.score(logits=z, shared=shared).round(4)
+    (array([0.8808, 0.5   ]), array([-0.3628, -0.6931]))
+    """
+
+    def __init__(self, *, logits: Any = None, features: Any = None) -> None:
+        self.arrays: dict[str, Any] = {}
+        if logits is not None:
+            self.arrays["logits"] = logits
+        if features is not None:
+            self.arrays["features"] = features
+        self._lock = threading.Lock()
+        self._items: dict[Hashable, Future[Any]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def check(self, given: Mapping[str, Any], owner: str) -> None:
+        """Raise :class:`InputError` unless every array in ``given`` is the bound one."""
+        for name, arr in given.items():
+            if arr is None:
+                continue
+            if name not in self.arrays or self.arrays[name] is not arr:
+                raise InputError(
+                    f"{owner}: `shared` was made for other inputs than the `{name}` given; make "
+                    f"one SharedResults per set of arrays (SharedResults({name}=...))"
+                )
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per key; concurrent callers wait for the first."""
+        with self._lock:
+            fut = self._items.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._items[key] = Future()
+                self.misses += 1
+            else:
+                self.hits += 1
+        assert fut is not None
+        if not owner:
+            return fut.result()  # type: ignore[no-any-return]
+        try:
+            value = compute()
+        except BaseException as err:
+            with self._lock:
+                del self._items[key]  # a later caller computes (and fails) for itself
+            fut.set_exception(err)
+            raise
+        fut.set_result(value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
