@@ -8,6 +8,8 @@ array([0.6931])
 
 Use :func:`get` to build a detector by name, :func:`list_detectors` for the names; each class
 declares the inputs it consumes in ``fit_requires``, ``score_requires`` and ``requires``.
+:func:`score_many` scores several fitted detectors on the same inputs, computing what they
+share once (:class:`SharedResults`) and running them side by side in threads.
 """
 
 from __future__ import annotations
@@ -31,17 +33,22 @@ from . import (
     vim,
 )
 from ._base import INPUT_NAMES, Detector
+from ._many import ManyScores, score_many
 from ._registry import get, get_class, list_detectors, register_detector
 from ._search import faiss_available
+from ._shared import SharedResults
 
 __all__ = [
     "INPUT_NAMES",
     "Detector",
+    "ManyScores",
+    "SharedResults",
     "faiss_available",
     "get",
     "get_class",
     "list_detectors",
     "register_detector",
+    "score_many",
 ]
 
 del ash, dice, fdbd, gradnorm, klm, knn, logit, mahalanobis, max_cosine, nnguide, openmax

@@ -5,18 +5,56 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F32, F64, f32, logsumexp, prepare_head, row_blocks
+from ._common import F32, F64, f32, logsumexp, prepare_head, topk_mask
+from ._shared import digest
 
-__all__ = ["HeadEnergyDetector"]
+__all__ = [
+    "HeadEnergyDetector",
+    "shared_head_product",
+    "shared_kept_sums",
+    "shared_topk",
+    "sharpening_factor",
+]
+
+
+def shared_head_product(inputs: Inputs, weight: F32, token: str) -> F32:
+    """``h @ W.T`` (n, C) float32 of the score features (no bias); shared per chunk by the
+    detectors whose head digests to ``token`` (scale, max_cosine)."""
+    return inputs.share(("head_product", token), lambda: f32(inputs.get("features")) @ weight.T)
+
+
+def shared_topk(inputs: Inputs, k: int) -> NDArray[np.bool_]:
+    """:func:`topk_mask` of the score features for ``k`` (n, D); shared per chunk."""
+    return inputs.share(("topk_mask", int(k)), lambda: topk_mask(f32(inputs.get("features")), k))
+
+
+def shared_kept_sums(inputs: Inputs, k: int) -> tuple[F64, F64]:
+    """Per row, the sum ``s`` of the features and ``s_kept`` of the ``k`` largest (float64)."""
+
+    def compute() -> tuple[F64, F64]:
+        h = f32(inputs.get("features"))
+        kept = np.where(shared_topk(inputs, k), h, np.float32(0))
+        return h.sum(axis=1, dtype=np.float64), kept.sum(axis=1, dtype=np.float64)
+
+    return inputs.share(("kept_sums", int(k)), compute)
+
+
+def sharpening_factor(inputs: Inputs, k: int) -> F64:
+    """``exp(s / s_kept)`` per row (factor 1 where s_kept = 0), as ASH-S and SCALE."""
+    s, s_kept = shared_kept_sums(inputs, k)
+    safe = np.where(s_kept != 0, s_kept, 1.0)
+    return np.exp(np.where(s_kept != 0, s / safe, 0.0))
 
 
 class HeadEnergyDetector(Detector):
-    """Stores the head at fit; scores ``logsumexp(W transform(h) + b)`` in float32 blocks.
+    """Stores the head at fit; scores ``logsumexp(W transform(h) + b)`` per chunk.
 
-    Subclasses override :meth:`_transform` (per block, float32 (n, D) -> float32 (n, D)) and may
-    extend ``_fit``; :meth:`_logits` may be overridden when the logits have a cheaper form.
+    Subclasses override :meth:`_transform` (per chunk, float32 (n, D) -> float32 (n, D)) and
+    may extend ``_fit``; :meth:`_logits` may be overridden when the logits have a cheaper or
+    shared form. The float32 product is taken to float64 before the bias and the energy.
     """
 
     fit_requires: ClassVar[frozenset[str]] = frozenset({"head"})
@@ -24,19 +62,16 @@ class HeadEnergyDetector(Detector):
 
     def _fit(self, inputs: Inputs) -> None:
         self.weight_, self.bias_ = prepare_head(*inputs.head)
+        self._head_token = digest(self.weight_)
 
     def _transform(self, h: F32) -> F32:
         return h
 
-    def _logits(self, h: F32) -> F64:
+    def _logits(self, inputs: Inputs) -> F64:
+        h = f32(inputs.get("features"))
         z = (self._transform(h) @ self.weight_.T).astype(np.float64)
         z += self.bias_
         return z
 
     def _score(self, inputs: Inputs) -> Float64Array:
-        h = inputs.get("features")
-        out = np.empty(h.shape[0], dtype=np.float64)
-        row_bytes = 24 * h.shape[1] + 16 * self.weight_.shape[0]
-        for sl in row_blocks(h.shape[0], row_bytes):
-            out[sl] = logsumexp(self._logits(f32(h[sl])))
-        return out
+        return logsumexp(self._logits(inputs))

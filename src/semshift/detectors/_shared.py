@@ -82,7 +82,7 @@ class SharedResults:
     >>> msp = detectors.get("msp").fit()
     >>> ent = detectors.get("entropy").fit()
     >>> msp.score(logits=z, shared=shared).round(4), ent.score(logits=z, shared=shared).round(4)
-    (array([0.8808, 0.5   ]), array([-0.3628, -0.6931]))
+    (array([0.8808, 0.5   ]), array([-0.3653, -0.6931]))
     """
 
     def __init__(self, *, logits: Any = None, features: Any = None) -> None:

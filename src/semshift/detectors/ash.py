@@ -12,8 +12,8 @@ import numpy as np
 from semshift.errors import InputError
 
 from ._base import Inputs, check_real
-from ._common import F32, topk_mask
-from ._head import HeadEnergyDetector
+from ._common import F32, F64, f32
+from ._head import HeadEnergyDetector, shared_kept_sums, shared_topk, sharpening_factor
 from ._registry import register_detector
 
 __all__ = ["AshB", "AshP", "AshS", "n_kept"]
@@ -41,9 +41,15 @@ class _Ash(HeadEnergyDetector):
                 "lower the percentile"
             )
 
-    def _kept(self, h: F32) -> tuple[F32, np.ndarray]:
-        mask = topk_mask(h, self.k_)
-        return np.where(mask, h, np.float32(0)), mask
+    def _kept_product(self, inputs: Inputs) -> F32:
+        """``h' @ W.T`` (n, C) float32 of the pruned features (the top k kept), shared by
+        ash_p and ash_s fitted with the same head and k."""
+
+        def compute() -> F32:
+            h = f32(inputs.get("features"))
+            return np.where(shared_topk(inputs, self.k_), h, np.float32(0)) @ self.weight_.T
+
+        return inputs.share(("ash_kept_product", self._head_token, self.k_), compute)
 
 
 @register_detector
@@ -65,8 +71,8 @@ class AshP(_Ash):
 
     name = "ash_p"
 
-    def _transform(self, h: F32) -> F32:
-        return self._kept(h)[0]
+    def _logits(self, inputs: Inputs) -> F64:
+        return self._kept_product(inputs).astype(np.float64) + self.bias_
 
 
 @register_detector
@@ -88,9 +94,13 @@ class AshB(_Ash):
 
     name = "ash_b"
 
-    def _transform(self, h: F32) -> F32:
-        fill = (h.sum(axis=1, dtype=np.float64) / self.k_).astype(np.float32)
-        return np.where(topk_mask(h, self.k_), fill[:, None], np.float32(0))
+    def _logits(self, inputs: Inputs) -> F64:
+        s, _ = shared_kept_sums(inputs, self.k_)
+        fill = (s / self.k_).astype(np.float32)
+        pruned = np.where(shared_topk(inputs, self.k_), fill[:, None], np.float32(0))
+        z = (pruned @ self.weight_.T).astype(np.float64)
+        z += self.bias_
+        return z
 
 
 @register_detector
@@ -113,14 +123,9 @@ class AshS(_Ash):
 
     name = "ash_s"
 
-    def _transform(self, h: F32) -> F32:
-        kept, _ = self._kept(h)
-        return kept * np.exp(sharpening_ratio(h, kept)).astype(np.float32)[:, None]
-
-
-def sharpening_ratio(h: F32, kept: F32) -> np.ndarray:
-    """``s / s_kept`` per row in float64 (0 where s_kept = 0), for ASH-S and SCALE."""
-    s = h.sum(axis=1, dtype=np.float64)
-    s_kept = kept.sum(axis=1, dtype=np.float64)
-    safe = np.where(s_kept != 0, s_kept, 1.0)
-    return np.where(s_kept != 0, s / safe, 0.0)
+    def _logits(self, inputs: Inputs) -> F64:
+        # W (h' e^r) = e^r (W h'): the pruned product is shared with ash_p
+        z = self._kept_product(inputs).astype(np.float64)
+        z *= sharpening_factor(inputs, self.k_)[:, None]
+        z += self.bias_
+        return z

@@ -8,6 +8,7 @@ from ._base import Inputs, check_real
 from ._common import column_mean, f32
 from ._head import HeadEnergyDetector
 from ._registry import register_detector
+from ._shared import digest
 
 __all__ = ["Dice"]
 
@@ -55,3 +56,4 @@ class Dice(HeadEnergyDetector):
         contrib = w * self.mean_feature_
         self.mask_ = contrib > np.percentile(contrib, float(self.percentile))
         self.weight_ = f32(np.where(self.mask_, w, 0.0))
+        self._head_token = digest(self.weight_)  # the masked head: never shared as W

@@ -12,6 +12,7 @@ import numpy as np
 from ._base import Detector, Float64Array, Inputs, require_class_counts
 from ._common import F64, class_sums, f32, pinv_sqrt, row_blocks, scatter_matrix
 from ._registry import register_detector
+from ._shared import digest
 
 __all__ = ["RMD", "Mahalanobis"]
 
@@ -63,6 +64,8 @@ class Mahalanobis(Detector):
         self._class_proj = f32((self.means_ - self.center_) @ self.projection_.astype(np.float64))
         self._class_sqnorm = (self._class_proj.astype(np.float64) ** 2).sum(axis=1)
         self._counts = counts
+        # mahalanobis and rmd fitted on the same data share min_c MD_c at score time
+        self._share_token = digest(self.center_, self.projection_, self._class_proj)
 
     def _min_distance(self, hb: F64) -> F64:
         """``min_c MD_c(h)`` for a float64 block of features."""
@@ -75,12 +78,20 @@ class Mahalanobis(Detector):
         r = self.projection_.shape[1]
         return list(row_blocks(n, 8 * d + 12 * r + 8 * self._class_proj.shape[0]))
 
+    def _min_distances(self, inputs: Inputs) -> F64:
+        """``min_c MD_c(h)`` of every score row (n,), shared with rmd fitted alike."""
+
+        def compute() -> F64:
+            h = inputs.get("features")
+            out = np.empty(h.shape[0], dtype=np.float64)
+            for sl in self._block_rows(h.shape[0], h.shape[1]):
+                out[sl] = self._min_distance(np.asarray(h[sl], dtype=np.float64))
+            return out
+
+        return inputs.share(("mahalanobis_min", self._share_token), compute)
+
     def _score(self, inputs: Inputs) -> Float64Array:
-        h = inputs.get("features")
-        out = np.empty(h.shape[0], dtype=np.float64)
-        for sl in self._block_rows(h.shape[0], h.shape[1]):
-            out[sl] = -self._min_distance(np.asarray(h[sl], dtype=np.float64))
-        return out
+        return -self._min_distances(inputs)
 
 
 @register_detector
@@ -113,9 +124,8 @@ class RMD(Mahalanobis):
 
     def _score(self, inputs: Inputs) -> Float64Array:
         h = inputs.get("features")
-        out = np.empty(h.shape[0], dtype=np.float64)
+        md0 = np.empty(h.shape[0], dtype=np.float64)
         for sl in self._block_rows(h.shape[0], h.shape[1]):
-            hb = np.asarray(h[sl], dtype=np.float64)
-            a0 = f32(hb - self.center_) @ self.global_projection_
-            out[sl] = (a0.astype(np.float64) ** 2).sum(axis=1) - self._min_distance(hb)
-        return out
+            a0 = f32(np.asarray(h[sl], dtype=np.float64) - self.center_) @ self.global_projection_
+            md0[sl] = (a0.astype(np.float64) ** 2).sum(axis=1)
+        return md0 - self._min_distances(inputs)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import f32, row_blocks
+from ._common import f32, prepare_head
+from ._head import shared_head_product
 from ._registry import register_detector
+from ._shared import digest
 
 __all__ = ["MaxCosine"]
 
@@ -36,17 +38,16 @@ class MaxCosine(Detector):
         pass
 
     def _fit(self, inputs: Inputs) -> None:
-        w = np.asarray(inputs.head[0], dtype=np.float64)
-        norms = np.linalg.norm(w, axis=1, keepdims=True)
-        self.unit_weights_ = f32(w / np.where(norms > 0, norms, 1.0))
+        self._weight, _ = prepare_head(*inputs.head)
+        self._head_token = digest(self._weight)
+        norms = np.linalg.norm(self._weight.astype(np.float64), axis=1)
+        self._inv_norms = 1.0 / np.where(norms > 0, norms, 1.0)
+        self.unit_weights_ = f32(self._weight * self._inv_norms[:, None])
 
     def _score(self, inputs: Inputs) -> Float64Array:
+        # cos(h, W_c) = (W h)_c / (||W_c|| ||h||): the product W h is shared with scale
         h = inputs.get("features")
-        c = self.unit_weights_.shape[0]
-        out = np.empty(h.shape[0], dtype=np.float64)
-        for sl in row_blocks(h.shape[0], 12 * h.shape[1] + 4 * c):
-            hb = np.asarray(h[sl], dtype=np.float64)
-            norms = np.linalg.norm(hb, axis=1)
-            cos = (f32(hb) @ self.unit_weights_.T).max(axis=1).astype(np.float64)
-            out[sl] = cos / np.where(norms > 0, norms, 1.0)
-        return out
+        prod = shared_head_product(inputs, self._weight, self._head_token)
+        best = (prod * self._inv_norms.astype(np.float32)).max(axis=1).astype(np.float64)
+        norms = np.linalg.norm(np.asarray(h, dtype=np.float64), axis=1)
+        return best / np.where(norms > 0, norms, 1.0)

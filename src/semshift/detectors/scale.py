@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import F32, F64, topk_mask
+from ._base import Inputs
+from ._common import F64
+from ._head import shared_head_product, sharpening_factor
 from ._registry import register_detector
-from .ash import _Ash, sharpening_ratio
+from .ash import _Ash
 
 __all__ = ["Scale"]
 
@@ -35,10 +37,8 @@ class Scale(_Ash):
     def __init__(self, *, percentile: float = 85.0) -> None:
         self.percentile = percentile
 
-    def _logits(self, h: F32) -> F64:
-        kept = np.where(topk_mask(h, self.k_), h, np.float32(0))
-        factor = np.exp(sharpening_ratio(h, kept))
-        z = (h @ self.weight_.T).astype(np.float64)
-        z *= factor[:, None]
+    def _logits(self, inputs: Inputs) -> F64:
+        z = shared_head_product(inputs, self.weight_, self._head_token).astype(np.float64)
+        z *= sharpening_factor(inputs, self.k_)[:, None]
         z += self.bias_
         return z

@@ -1,0 +1,154 @@
+"""Shared intermediate results and score_many: same scores as each detector alone."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from semshift import detectors
+from semshift.detectors import SharedResults, _common, score_many
+from semshift.errors import InputError
+
+from .conftest import make_problem, small
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    p = make_problem(seed=3, n_classes=5, dim=20)
+    dets = {}
+    for name in detectors.list_detectors():
+        det = small(name)
+        if "rankfeat" in name or "odin" in name:
+            continue
+        dets[name] = det.fit(**{k: v for k, v in p.fit_inputs().items() if k in det.requires})
+    return p, dets
+
+
+def _alone(p, dets):
+    return {
+        n: d.score(**{k: v for k, v in p.score_inputs().items() if k in d.score_requires})
+        for n, d in dets.items()
+    }
+
+
+@pytest.mark.parametrize("block_bytes", [2**26, 4096])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_score_many_equals_each_detector_alone(fitted, monkeypatch, block_bytes, threads):
+    p, dets = fitted
+    monkeypatch.setattr(_common, "BLOCK_BYTES", block_bytes)  # 4096: many chunks
+    alone = _alone(p, dets)
+    out = score_many(dets, **p.score_inputs(), threads=threads)
+    assert out.errors == {}
+    assert set(out.scores) == set(dets) == set(out.seconds)
+    for name, s in alone.items():
+        # the same functions compute every value: equal to the last bit
+        np.testing.assert_array_equal(out.scores[name], s, err_msg=name)
+    # what is shared: energy (energy, msp, vim, nnguide), log-softmax / softmax / entropy,
+    # the head product (scale, max_cosine), top-k masks and kept product (ash_*), the
+    # Mahalanobis minimum (mahalanobis, rmd), the ViM residual (vim, residual)
+    assert out.shared_hits >= 10
+
+
+def test_shared_quantities_are_computed_once_per_chunk(fitted):
+    p, dets = fitted
+    shared = SharedResults(**p.score_inputs())
+    calls = []
+    original = dets["mahalanobis"]._min_distance
+
+    def counting(hb):
+        calls.append(hb.shape[0])
+        return original(hb)
+
+    dets["mahalanobis"]._min_distance = counting
+    try:
+        a = dets["mahalanobis"].score(features=p.h_test, shared=shared)
+        r = dets["rmd"].score(features=p.h_test, shared=shared)
+    finally:
+        del dets["mahalanobis"]._min_distance
+    assert sum(calls) == p.h_test.shape[0]  # rmd reused mahalanobis's distances
+    np.testing.assert_array_equal(a, dets["mahalanobis"].score(features=p.h_test))
+    np.testing.assert_array_equal(r, dets["rmd"].score(features=p.h_test))
+
+
+def test_detectors_fitted_on_other_data_do_not_share(fitted):
+    p, dets = fitted
+    q = make_problem(seed=4, n_classes=5, dim=20)
+    other = small("mahalanobis").fit(features=q.h_train, labels=q.y_train)
+    shared = SharedResults(features=p.h_test)
+    a = dets["mahalanobis"].score(features=p.h_test, shared=shared)
+    b = other.score(features=p.h_test, shared=shared)
+    np.testing.assert_array_equal(b, other.score(features=p.h_test))
+    assert not np.array_equal(a, b)
+    assert shared.hits == 1  # only the finiteness check of the same array
+
+
+def test_shared_results_refuse_other_arrays(fitted):
+    p, dets = fitted
+    shared = SharedResults(logits=p.z_test)
+    with pytest.raises(InputError, match="`shared` was made for other inputs than the `logits`"):
+        dets["msp"].score(logits=p.z_test.copy(), shared=shared)
+    with pytest.raises(InputError, match="`features`"):
+        dets["residual"].score(features=p.h_test, shared=shared)
+
+
+def test_shared_get_waits_for_the_first_caller_and_retries_after_a_failure():
+    shared = SharedResults()
+    started, release = threading.Event(), threading.Event()
+    calls = []
+
+    def slow():
+        calls.append(1)
+        started.set()
+        release.wait(5)
+        return 42
+
+    results = []
+    t = threading.Thread(target=lambda: results.append(shared.get("k", slow)))
+    t.start()
+    started.wait(5)
+    u = threading.Thread(target=lambda: results.append(shared.get("k", lambda: -1)))
+    u.start()
+    release.set()
+    t.join(5)
+    u.join(5)
+    assert results == [42, 42] and calls == [1]
+    assert (shared.hits, shared.misses) == (1, 1)
+
+    def boom():
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError, match="bad"):
+        shared.get("x", boom)
+    assert shared.get("x", lambda: 7) == 7  # a failure is not memoised
+
+
+def test_score_many_reports_a_failing_detector_and_scores_the_rest(fitted):
+    p, dets = fitted
+
+    class Broken(detectors.Detector):
+        name = "broken"
+        score_requires = frozenset({"logits"})
+
+        def _score(self, inputs):
+            raise RuntimeError("kaput")
+
+    todo = {"broken": Broken().fit(), "msp": dets["msp"], "energy": dets["energy"]}
+    out = score_many(todo, logits=p.z_test, threads=2, order=["energy"])
+    assert set(out.scores) == {"msp", "energy"}
+    assert isinstance(out.errors["broken"], RuntimeError)
+    np.testing.assert_array_equal(out.scores["msp"], dets["msp"].score(logits=p.z_test))
+
+
+def test_scores_do_not_depend_on_the_chunking(fitted, monkeypatch):
+    p, dets = fitted
+    whole = _alone(p, dets)
+    monkeypatch.setattr(_common, "BLOCK_BYTES", 1024)  # a few rows per chunk
+    chunked = _alone(p, dets)
+    for name in whole:
+        # float32 products round differently for other block shapes; rmd subtracts two
+        # distances of similar size, so the tolerance follows the scores' scale
+        scale = float(np.abs(whole[name]).max())
+        np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-5, atol=2e-5 * scale,
+                                   err_msg=name)  # fmt: skip
