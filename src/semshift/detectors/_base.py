@@ -362,8 +362,8 @@ class Detector:
     ) -> Float64Array:
         """Normality scores: higher = more in-distribution.
 
-        Inputs are scored in row chunks (:func:`semshift.detectors._shared.chunks`, a function
-        of the input shapes), so memory stays bounded whatever the number of rows.
+        Inputs are scored in chunks of :func:`semshift.detectors._shared.chunk_rows` rows, so
+        memory stays bounded whatever the number of rows.
 
         Parameters
         ----------
@@ -402,14 +402,10 @@ class Detector:
             shared=shared,
         )
         inputs.shared = shared
-        # chunks from every given array (not only the required ones), so all detectors scored
-        # on the same arrays cut the same chunks and can share per-chunk results
+        # the chunks depend on the number of rows only: every detector cuts the same ones (and
+        # can share per-chunk results), and a score never depends on what else was given
         n = int(inputs.get(min(self.score_requires)).shape[0]) if self.score_requires else 0
-        shapes = [np.shape(a) for a in given.values() if a is not None]
-        width = sum(int(np.prod(s[1:])) for s in shapes if s and s[0] == n)
-        parts = [
-            np.asarray(self._score(inputs.chunk(sl)), dtype=np.float64) for sl in chunks(n, width)
-        ]
+        parts = [np.asarray(self._score(inputs.chunk(sl)), dtype=np.float64) for sl in chunks(n)]
         if len(parts) == 1:
             return parts[0]
         return np.concatenate(parts) if parts else np.zeros(0, np.float64)
