@@ -152,3 +152,21 @@ def test_scores_do_not_depend_on_the_chunking(fitted, monkeypatch):
         scale = float(np.abs(whole[name]).max())
         np.testing.assert_allclose(chunked[name], whole[name], rtol=1e-5, atol=2e-5 * scale,
                                    err_msg=name)  # fmt: skip
+
+
+def test_fit_many_fits_like_one_by_one_and_reports_failures():
+    p = make_problem(seed=5, n_classes=5, dim=20)
+    names = ["mahalanobis", "rmd", "vim", "knn", "klm", "openmax", "energy"]
+    inputs = p.fit_inputs()
+    dets = {n: small(n) for n in names}
+    dets["bad_knn"] = detectors.get("knn", k=10_000)  # more neighbours than training rows
+    seen = []
+    out = detectors.fit_many(dets, inputs, threads=2, on_done=seen.append)
+    assert sorted(seen) == sorted(dets)
+    assert set(out.fitted) == set(names) and set(out.errors) == {"bad_knn"}
+    assert isinstance(out.errors["bad_knn"], InputError)
+    assert set(out.seconds) == set(dets)
+    for n in names:
+        alone = small(n).fit(**{k: v for k, v in inputs.items() if k in dets[n].fit_requires})
+        kw = {k: v for k, v in p.score_inputs().items() if k in alone.score_requires}
+        np.testing.assert_array_equal(out.fitted[n].score(**kw), alone.score(**kw), err_msg=n)

@@ -33,7 +33,7 @@ from . import (
     vim,
 )
 from ._base import INPUT_NAMES, Detector
-from ._many import ManyScores, score_many
+from ._many import ManyFits, ManyScores, fit_many, score_many
 from ._registry import get, get_class, list_detectors, register_detector
 from ._search import faiss_available
 from ._shared import SharedResults
@@ -41,9 +41,11 @@ from ._shared import SharedResults
 __all__ = [
     "INPUT_NAMES",
     "Detector",
+    "ManyFits",
     "ManyScores",
     "SharedResults",
     "faiss_available",
+    "fit_many",
     "get",
     "get_class",
     "list_detectors",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ import numpy as np
 from ._base import Detector, FloatArray
 from ._shared import SharedResults
 
-__all__ = ["ManyScores", "default_threads", "score_many"]
+__all__ = ["ManyFits", "ManyScores", "default_threads", "fit_many", "score_many"]
 
 
 @dataclass
@@ -128,4 +128,67 @@ def score_many(
         with _blas_single_thread(), ThreadPoolExecutor(max_workers=n_threads) as pool:
             list(pool.map(one, names))
     out.shared_hits = shared.hits
+    return out
+
+
+@dataclass
+class ManyFits:
+    """What :func:`fit_many` returns: the fitted detectors, the errors, the seconds."""
+
+    fitted: dict[str, Detector] = field(default_factory=dict)
+    errors: dict[str, BaseException] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def fit_many(
+    detectors: Mapping[str, Detector],
+    inputs: Mapping[str, Any],
+    *,
+    threads: int | None = None,
+    on_done: Callable[[str], None] | None = None,
+) -> ManyFits:
+    """Fit every detector on the same ``inputs``, side by side in threads.
+
+    Each detector receives the inputs its ``fit_requires`` names. Detectors that fit on
+    features (covariances, eigendecompositions, banks) start first. A detector that raises is
+    reported in ``errors``; the others are still fitted. The fitted states do not depend on
+    the threads.
+
+    Parameters
+    ----------
+    detectors : mapping of str to Detector
+        Unfitted detectors by name.
+    inputs : mapping
+        Keyword arguments of :meth:`Detector.fit` (``logits``, ``features``, ``head``,
+        ``labels``, ``val_logits``, ``val_labels``).
+    threads : int, optional
+        Worker threads; default :func:`default_threads`.
+    on_done : callable, optional
+        Called with each name when its fit ends (in the calling thread).
+    """
+    out = ManyFits()
+    names = sorted(detectors, key=lambda n: "features" not in detectors[n].fit_requires)
+
+    def one(name: str) -> str:
+        det = detectors[name]
+        t0 = time.perf_counter()
+        try:
+            det.fit(**{k: v for k, v in inputs.items() if k in det.fit_requires})
+            out.fitted[name] = det
+        except Exception as err:  # reported per detector; the others go on
+            out.errors[name] = err
+        out.seconds[name] = time.perf_counter() - t0
+        return name
+
+    n_threads = default_threads() if threads is None else max(1, int(threads))
+    if n_threads == 1 or len(names) <= 1:
+        for name in names:
+            one(name)
+            if on_done is not None:
+                on_done(name)
+        return out
+    with _blas_single_thread(), ThreadPoolExecutor(max_workers=n_threads) as pool:
+        for fut in as_completed([pool.submit(one, n) for n in names]):
+            if on_done is not None:
+                on_done(fut.result())
     return out

@@ -760,26 +760,31 @@ class _Runner:
         if world.tag == "main":
             self.notes["train_rows"] = len(train)
             self.notes["train_load_seconds"] = round(load_s, 3)
-        fitted: dict[str, Any] = {}
+        dets: dict[str, Any] = {}
+        for name, params in to_fit:
+            try:
+                dets[name] = D.get(name, **params)
+            except Exception as err:
+                self._fit_failed(world, name, err, errors)
         with self.log.bar(f"fit {world.tag}", len(to_fit)) as advance:
-            for name, params in to_fit:
-                t1 = time.perf_counter()
-                try:
-                    det = D.get(name, **params)
-                    want = det.fit_requires
-                    det.fit(**{k: v for k, v in inputs.items() if k in want})
-                    fitted[name] = det
-                except Exception as err:
-                    msg = _one_line(err)
-                    for s in world.evals:
-                        errors[s.name][name] = f"fit failed: {msg}"
-                    self._error(world, f"detector {name}: fit failed: {msg}")
-                if world.tag == "main":
-                    self.detector_info.setdefault(name, {})["fit_seconds"] = round(
-                        time.perf_counter() - t1, 4
-                    )
-                advance(1)
+            advance(len(to_fit) - len(dets))
+            done = D.fit_many(dets, inputs, on_done=lambda _: advance(1))
+        fitted: dict[str, Any] = done.fitted
+        for name in dets:  # in the configured order, whatever order the threads ended in
+            if name in done.errors:
+                self._fit_failed(world, name, done.errors[name], errors)
+        if world.tag == "main":
+            for name, sec in done.seconds.items():
+                self.detector_info.setdefault(name, {})["fit_seconds"] = round(sec, 4)
         return fitted
+
+    def _fit_failed(
+        self, world: _World, name: str, err: BaseException, errors: dict[str, dict[str, str]]
+    ) -> None:
+        msg = _one_line(err)
+        for s in world.evals:
+            errors[s.name][name] = f"fit failed: {msg}"
+        self._error(world, f"detector {name}: fit failed: {msg}")
 
     def _error(self, world: _World, message: str) -> None:
         text = message if world.tag == "main" else f"{world.tag}: {message}"
@@ -851,10 +856,11 @@ class _Runner:
                     features=block.get("features"),
                     order=sorted(todo, key=lambda n: -slow.get(n, 0.0)),
                 )
-                for n, err in done.errors.items():
-                    failed(n, err)
-                for n, part in done.scores.items():
-                    keep(n, part)
+                for n in todo:  # in a fixed order, whatever order the threads ended in
+                    if n in done.errors:
+                        failed(n, done.errors[n])
+                    else:
+                        keep(n, done.scores[n])
                 for n, sec in done.seconds.items():
                     seconds[n] += sec
                     slow[n] = slow.get(n, 0.0) + sec
