@@ -138,6 +138,21 @@ def test_klm_skips_classes_never_predicted(problem: Any) -> None:
     assert np.isfinite(scores).all()
 
 
+def _weibull_mle(x: np.ndarray) -> tuple[float, float]:
+    """The exact MLE scipy.stats.weibull_min.fit(x, floc=0) approximates (its optimiser stops
+    at about 1e-4 relative): the root of the shape's likelihood equation, by brentq."""
+    y = x / x.max()
+    ln = np.log(y)
+
+    def f(k: float) -> float:
+        return float((y**k * ln).sum() / (y**k).sum() - 1 / k - ln.mean())
+
+    k = scipy.optimize.brentq(f, 1e-3, 1e3, xtol=1e-14, rtol=1e-14)
+    shape_ref, _, scale_ref = scipy.stats.weibull_min.fit(x, floc=0)
+    assert abs(k / shape_ref - 1) < 1e-3  # the same maximum as scipy's fit
+    return k, float(x.max() * np.mean(y**k) ** (1 / k))
+
+
 def test_openmax(problem: Any) -> None:
     z, y = problem.z_train, problem.y_train
     n_classes, alpha, tail = z.shape[1], 3, 20
@@ -146,7 +161,7 @@ def test_openmax(problem: Any) -> None:
         rows = [i for i in range(len(y)) if y[i] == c and z[i].argmax() == c]
         mu = z[rows].mean(0)
         dist = sorted(float(np.linalg.norm(z[i] - mu)) for i in rows)
-        k, _, s = scipy.stats.weibull_min.fit(dist[-tail:], floc=0)
+        k, s = _weibull_mle(np.array(dist[-tail:]))
         mav.append(mu)
         shape.append(k)
         scale.append(s)
@@ -335,3 +350,23 @@ def test_gradnorm_closed_form(problem: Any) -> None:
         expected.append(np.abs(x).sum() * np.abs(len(p) * p - 1).sum())
     det = detectors.get("gradnorm").fit()
     close(det.score(features=problem.h_test, logits=problem.z_test), expected)
+
+
+def test_openmax_weibull_fit_is_scipys_maximum_likelihood():
+    import scipy.stats
+
+    from semshift.detectors.openmax import weibull_fit_loc0
+
+    rng = np.random.default_rng(0)
+    shapes = rng.uniform(0.5, 8.0, 60)
+    x = rng.weibull(shapes[:, None], (60, 20)) * rng.uniform(0.1, 50.0, 60)[:, None]
+    valid = np.ones_like(x, dtype=bool)
+    valid[:15, 12:] = False  # classes with fewer tail samples than tail_size
+    k, lam = weibull_fit_loc0(x, valid)
+    for i in range(60):
+        xi = x[i][valid[i]]
+        ks, loc, ls = scipy.stats.weibull_min.fit(xi, floc=0.0)
+        np.testing.assert_allclose([k[i], lam[i]], [ks, ls], rtol=2e-4)
+        # the exact root is at least as likely as scipy's optimiser result
+        ll = scipy.stats.weibull_min.logpdf(xi, k[i], scale=lam[i]).sum()
+        assert ll >= scipy.stats.weibull_min.logpdf(xi, ks, scale=ls).sum() - 1e-9

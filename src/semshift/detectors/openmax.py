@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import scipy.stats
 
 from semshift.errors import InputError
 
@@ -17,13 +14,65 @@ from .logit import LogitDetector
 __all__ = ["OpenMax"]
 
 
+def weibull_fit_loc0(x: F64, valid: np.ndarray) -> tuple[F64, F64]:
+    """Maximum-likelihood two-parameter Weibull (location 0) of each row of ``x``, at once.
+
+    The MLE of :func:`scipy.stats.weibull_min.fit` with ``floc=0``, solved exactly: the shape k
+    is the root of ``sum(y^k ln y) / sum(y^k) - 1/k - mean(ln y)`` (increasing in k; y = x /
+    max x), found by Newton steps kept inside a bisection bracket, all rows together; then
+    ``scale = max x * mean(y^k)^(1/k)``.
+
+    Parameters
+    ----------
+    x : float64 array (m, t)
+        Positive samples per row; entries where ``valid`` is False are ignored.
+    valid : bool array (m, t)
+        At least two valid, not all equal, samples per row.
+
+    Returns
+    -------
+    shape, scale : float64 arrays (m,)
+    """
+    top = np.where(valid, x, -np.inf).max(axis=1)
+    lny = np.where(valid, np.log(np.where(valid, x, 1.0) / top[:, None]), 0.0)  # <= 0
+    n = valid.sum(axis=1)
+    mean_ln = lny.sum(axis=1) / n  # < 0 when not all equal
+
+    def terms(k: F64) -> tuple[F64, F64, F64]:
+        w = np.where(valid, np.exp(k[:, None] * lny), 0.0)
+        s0 = w.sum(axis=1)
+        s1 = (w * lny).sum(axis=1) / s0
+        s2 = (w * lny * lny).sum(axis=1) / s0
+        return s0, s1, s2
+
+    # f(k) -> -inf as k -> 0 and -> -mean_ln > 0 as k -> inf: one root, bracketed
+    lo, hi = np.full(x.shape[0], 1e-6), np.full(x.shape[0], 1e6)
+    k = np.clip(1.2 / np.maximum(np.sqrt(np.maximum(lny.var(axis=1), 1e-300)), 1e-12), 1e-3, 1e3)
+    for _ in range(200):
+        _, s1, s2 = terms(k)
+        f = s1 - 1.0 / k - mean_ln
+        lo = np.where(f < 0, k, lo)
+        hi = np.where(f > 0, k, hi)
+        step = f / (s2 - s1 * s1 + 1.0 / (k * k))
+        nxt = k - step
+        nxt = np.where((nxt > lo) & (nxt < hi), nxt, np.sqrt(lo * hi))  # bisect (in log k)
+        if np.all(np.abs(nxt - k) <= 1e-14 * k):
+            k = nxt
+            break
+        k = nxt
+    s0, _, _ = terms(k)
+    return k, top * (s0 / n) ** (1.0 / k)
+
+
 @register_detector
 class OpenMax(LogitDetector):
     """OpenMax: ``-P(unknown)`` after Weibull recalibration of the top logits.
 
     Fit: the mean logit vector (MAV) mu_c of the correctly classified training samples of each
     class; their Euclidean distances to mu_c; a two-parameter Weibull (location fixed at 0,
-    :func:`scipy.stats.weibull_min.fit`) on the ``tail_size`` largest distances per class.
+    the maximum-likelihood fit of :func:`scipy.stats.weibull_min.fit` with ``floc=0``, solved
+    for all classes at once by :func:`weibull_fit_loc0`) on the ``tail_size`` largest
+    distances per class.
 
     Score: for the ``alpha`` largest logits, at rank r = 1..alpha (class c_r),
     ``w = 1 - ((alpha - r + 1) / alpha) * WeibullCDF_c(||z - mu_c||)``; other classes keep
@@ -86,18 +135,21 @@ class OpenMax(LogitDetector):
         # Sort by (class, distance) once; each class's tail is the end of its run.
         order = np.lexsort((dist, y[rows]))
         ends = np.cumsum(counts)
-        shape = np.empty(n_classes)
-        scale = np.empty(n_classes)
-        for c in range(n_classes):  # one small scipy fit per class
-            tail = dist[order[max(ends[c] - self.tail_size, ends[c] - counts[c]) : ends[c]]]
-            if np.ptp(tail) <= 1e-12 * max(float(tail.max()), 1.0):
-                raise InputError(
-                    f"openmax.fit: the {tail.size} largest training distances of class {c} are "
-                    "all equal, so no Weibull tail can be fitted; give more varied training data"
-                )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                shape[c], _, scale[c] = scipy.stats.weibull_min.fit(tail, floc=0.0)
+        sizes = np.minimum(counts, self.tail_size)
+        # tails as rows of a padded (C, tail) matrix, the largest distance last
+        cols = np.arange(int(self.tail_size))
+        take = ends[:, None] - sizes[:, None] + np.minimum(cols, sizes[:, None] - 1)
+        tails = dist[order[take]]
+        valid = cols[None, :] < sizes[:, None]
+        top, low = tails.max(axis=1), np.where(valid, tails, np.inf).min(axis=1)
+        flat = np.flatnonzero(top - low <= 1e-12 * np.maximum(top, 1.0))
+        if flat.size:
+            c = int(flat[0])
+            raise InputError(
+                f"openmax.fit: the {int(sizes[c])} largest training distances of class {c} are "
+                "all equal, so no Weibull tail can be fitted; give more varied training data"
+            )
+        shape, scale = weibull_fit_loc0(tails, valid)
         self.weibull_shape_ = shape
         self.weibull_scale_ = scale
 
