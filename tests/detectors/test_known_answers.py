@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.optimize
 import scipy.special
 import scipy.stats
@@ -206,6 +207,25 @@ def test_mahalanobis_and_rmd(problem: Any) -> None:
     close(maha, (-md).max(1))
     rmd = detectors.get("rmd").fit(**fit).score(features=problem.h_test)
     close(rmd, (-(md - md0[:, None])).max(1))
+
+
+def test_rmd_both_routes_to_the_global_distance() -> None:
+    """Full-rank within covariance: MD_0 by the Woodbury identity; rank-deficient: by the
+    pseudo-inverse of the global covariance. Both against pinvh on the definitions."""
+    rng = np.random.default_rng(7)
+    for n_per, dim in ((40, 12), (3, 16)):  # 3 per class x 4 classes: rank 8 < 16
+        y = np.repeat(np.arange(4), n_per)
+        h = rng.normal(size=(y.size, dim)) + 3 * rng.normal(size=(4, dim))[y]
+        test = rng.normal(size=(30, dim)) * 2
+        mu = _class_means(h, y)
+        within = (h - mu[y]).T @ (h - mu[y]) / y.size
+        glob = (h - h.mean(0)).T @ (h - h.mean(0)) / y.size
+        prec, prec0 = scipy.linalg.pinvh(within), scipy.linalg.pinvh(glob)
+        md = np.einsum("ncd,de,nce->nc", test[:, None] - mu, prec, test[:, None] - mu)
+        md0 = np.einsum("nd,de,ne->n", test - h.mean(0), prec0, test - h.mean(0))
+        det = detectors.get("rmd").fit(features=h, labels=y)
+        assert (det._woodbury is not None) == (dim == 12)
+        close(det.score(features=test), (-(md - md0[:, None])).max(1), rtol=1e-4)
 
 
 def test_knn(problem: Any) -> None:

@@ -55,18 +55,18 @@ def test_shared_quantities_are_computed_once_per_chunk(fitted):
     p, dets = fitted
     shared = SharedResults(**p.score_inputs())
     calls = []
-    original = dets["mahalanobis"]._min_distance
+    original = dets["mahalanobis"]._terms
 
     def counting(hb):
         calls.append(hb.shape[0])
         return original(hb)
 
-    dets["mahalanobis"]._min_distance = counting
+    dets["mahalanobis"]._terms = counting
     try:
         a = dets["mahalanobis"].score(features=p.h_test, shared=shared)
         r = dets["rmd"].score(features=p.h_test, shared=shared)
     finally:
-        del dets["mahalanobis"]._min_distance
+        del dets["mahalanobis"]._terms
     assert sum(calls) == p.h_test.shape[0]  # rmd reused mahalanobis's distances
     np.testing.assert_array_equal(a, dets["mahalanobis"].score(features=p.h_test))
     np.testing.assert_array_equal(r, dets["rmd"].score(features=p.h_test))

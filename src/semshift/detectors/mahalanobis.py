@@ -8,9 +8,10 @@ Mahalanobis distance to every class mean is ``||a - m_c||^2`` with ``a = (h - mu
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from ._base import Detector, Float64Array, Inputs, require_class_counts
-from ._common import F64, class_sums, f32, pinv_sqrt, row_blocks, scatter_matrix
+from ._common import F32, F64, class_sums, f32, pinv_sqrt, row_blocks, scatter_matrix
 from ._registry import register_detector
 from ._shared import digest
 
@@ -69,26 +70,34 @@ class Mahalanobis(Detector):
 
     def _min_distance(self, hb: F64) -> F64:
         """``min_c MD_c(h)`` for a float64 block of features."""
+        asq, cross = self._terms(hb)
+        return self._minimum(asq, cross)
+
+    def _terms(self, hb: F64) -> tuple[F64, F32]:
+        """For ``a = (h - center) P``: ``||a||^2`` (n,) float64 and ``a M^T`` (n, C) float32,
+        M the whitened class means, so ``MD_c = ||a||^2 - 2 (a M^T)_c + ||M_c||^2``."""
         a = f32(hb - self.center_) @ self.projection_
-        cross = (a @ self._class_proj.T).astype(np.float64)
-        best = (2.0 * cross - self._class_sqnorm).max(axis=1)
-        return (a.astype(np.float64) ** 2).sum(axis=1) - best
+        return (a.astype(np.float64) ** 2).sum(axis=1), a @ self._class_proj.T
+
+    def _minimum(self, asq: F64, cross: F32) -> F64:
+        return asq - (2.0 * cross.astype(np.float64) - self._class_sqnorm).max(axis=1)
 
     def _block_rows(self, n: int, d: int) -> list[slice]:
         r = self.projection_.shape[1]
         return list(row_blocks(n, 8 * d + 12 * r + 8 * self._class_proj.shape[0]))
 
-    def _min_distances(self, inputs: Inputs) -> F64:
-        """``min_c MD_c(h)`` of every score row (n,), shared with rmd fitted alike."""
+    def _shared_terms(self, inputs: Inputs) -> tuple[F64, F32]:
+        """:meth:`_terms` of every score row, shared with rmd fitted on the same data."""
 
-        def compute() -> F64:
+        def compute() -> tuple[F64, F32]:
             h = inputs.get("features")
-            out = np.empty(h.shape[0], dtype=np.float64)
-            for sl in self._block_rows(h.shape[0], h.shape[1]):
-                out[sl] = self._min_distance(np.asarray(h[sl], dtype=np.float64))
-            return out
+            return self._terms(np.asarray(h, dtype=np.float64))
 
-        return inputs.share(("mahalanobis_min", self._share_token), compute)
+        return inputs.share(("mahalanobis_terms", self._share_token), compute)
+
+    def _min_distances(self, inputs: Inputs) -> F64:
+        """``min_c MD_c(h)`` of every score row (n,)."""
+        return self._minimum(*self._shared_terms(inputs))
 
     def _score(self, inputs: Inputs) -> Float64Array:
         return -self._min_distances(inputs)
@@ -104,8 +113,10 @@ class RMD(Mahalanobis):
 
     Attributes
     ----------
-    global_projection_ : float32 array (D, r0)
-        Whitening projection of the global covariance.
+    global_projection_ : float32 array (D, r0) or None
+        Whitening projection of the global covariance; None when the within-class covariance
+        has full rank, where MD_0 follows from the Mahalanobis terms by the Woodbury identity
+        (a (C, C) form instead of a second (D, D) product per sample).
 
     References
     ----------
@@ -117,14 +128,37 @@ class RMD(Mahalanobis):
 
     def _fit(self, inputs: Inputs) -> None:
         super()._fit(inputs)
-        dev = self.means_ - self.center_
         n = float(self._counts.sum())
-        total = self._within + (dev.T * self._counts) @ dev / n
-        self.global_projection_ = f32(pinv_sqrt(total))
+        d, r = self.projection_.shape
+        self._woodbury: F64 | None = None
+        self.global_projection_: F32 | None = None
+        if r == d:
+            # Full-rank within-class covariance S_w = (P P^T)^-1. The global covariance is
+            # S_0 = S_w + sum_c pi_c d_c d_c^T (pi_c = n_c / n, d_c = mu_c - center), so in
+            # whitened coordinates a = P^T (h - center), with M = the whitened d_c (rows),
+            #   MD_0 = a^T (I + M^T Pi M)^-1 a = ||a||^2 - (M a)^T (Pi^-1 + M M^T)^-1 (M a)
+            # (Woodbury): M a is the cross term Mahalanobis computes anyway, and the (C, C)
+            # form replaces a second (D, D) product.
+            m = self._class_proj.astype(np.float64)
+            core = m @ m.T
+            core[np.diag_indices_from(core)] += n / self._counts
+            self._woodbury = scipy.linalg.cho_solve(
+                scipy.linalg.cho_factor(core), np.eye(core.shape[0])
+            )
+        else:
+            dev = self.means_ - self.center_
+            total = self._within + (dev.T * self._counts) @ dev / n
+            self.global_projection_ = f32(pinv_sqrt(total))
 
     def _score(self, inputs: Inputs) -> Float64Array:
+        if self._woodbury is not None:
+            asq, cross = self._shared_terms(inputs)
+            c = cross.astype(np.float64)
+            md0 = asq - np.einsum("ij,ij->i", c @ self._woodbury, c)
+            return md0 - self._minimum(asq, cross)
         h = inputs.get("features")
         md0 = np.empty(h.shape[0], dtype=np.float64)
+        assert self.global_projection_ is not None
         for sl in self._block_rows(h.shape[0], h.shape[1]):
             a0 = f32(np.asarray(h[sl], dtype=np.float64) - self.center_) @ self.global_projection_
             md0[sl] = (a0.astype(np.float64) ** 2).sum(axis=1)
