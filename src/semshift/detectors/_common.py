@@ -62,9 +62,16 @@ def f32(a: AnyArray) -> F32:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def logsumexp(z: F64) -> F64:
-    """Row-wise ``log sum exp`` of a float64 block (n, C) -> (n,)."""
+def logsumexp(z: AnyArray) -> F64:
+    """Row-wise ``log sum exp`` of a block (n, C) -> float64 (n,).
+
+    A float32 block is exponentiated in float32 (five times faster than float64; each term
+    is then exact to float32 rounding, like the block itself) and summed in float64.
+    """
     m = z.max(axis=1)
+    if z.dtype == np.float32:
+        total = np.exp(z - m[:, None]).sum(axis=1, dtype=np.float64)
+        return np.log(total) + m.astype(np.float64)
     return np.log(np.exp(z - m[:, None]).sum(axis=1)) + m
 
 

@@ -54,7 +54,8 @@ class HeadEnergyDetector(Detector):
 
     Subclasses override :meth:`_transform` (per chunk, float32 (n, D) -> float32 (n, D)) and
     may extend ``_fit``; :meth:`_logits` may be overridden when the logits have a cheaper or
-    shared form. The float32 product is taken to float64 before the bias and the energy.
+    shared form. Logits are float32 (the product's precision) unless a subclass scales them
+    (ash_s, scale: float64); the energy sums in float64 (:func:`logsumexp`).
     """
 
     fit_requires: ClassVar[frozenset[str]] = frozenset({"head"})
@@ -67,10 +68,10 @@ class HeadEnergyDetector(Detector):
     def _transform(self, h: F32) -> F32:
         return h
 
-    def _logits(self, inputs: Inputs) -> F64:
+    def _logits(self, inputs: Inputs) -> F32 | F64:
         h = f32(inputs.get("features"))
-        z = (self._transform(h) @ self.weight_.T).astype(np.float64)
-        z += self.bias_
+        z = self._transform(h) @ self.weight_.T
+        z += self.bias_.astype(np.float32)
         return z
 
     def _score(self, inputs: Inputs) -> Float64Array:

@@ -71,8 +71,8 @@ class AshP(_Ash):
 
     name = "ash_p"
 
-    def _logits(self, inputs: Inputs) -> F64:
-        return self._kept_product(inputs).astype(np.float64) + self.bias_
+    def _logits(self, inputs: Inputs) -> F32:
+        return self._kept_product(inputs) + self.bias_.astype(np.float32)
 
 
 @register_detector
@@ -94,12 +94,12 @@ class AshB(_Ash):
 
     name = "ash_b"
 
-    def _logits(self, inputs: Inputs) -> F64:
+    def _logits(self, inputs: Inputs) -> F32:
         s, _ = shared_kept_sums(inputs, self.k_)
         fill = (s / self.k_).astype(np.float32)
         pruned = np.where(shared_topk(inputs, self.k_), fill[:, None], np.float32(0))
-        z = (pruned @ self.weight_.T).astype(np.float64)
-        z += self.bias_
+        z = pruned @ self.weight_.T
+        z += self.bias_.astype(np.float32)
         return z
 
 
