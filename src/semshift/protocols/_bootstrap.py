@@ -165,20 +165,16 @@ def _below_dot(cm: IntArray, plan: _Plan, w_sub: IntArray, bounds: NDArray[np.in
     sums), so the result is exact.
     """
     _, lt, le, ties, _ = plan
-    g = np.take(cm, lt, axis=1)
-    if not ties:
-        return _segment_dot(w_sub, g, bounds).astype(np.float64)
-    g += np.take(cm, le, axis=1)
-    return np.multiply(_segment_dot(w_sub, g, bounds), 0.5, dtype=np.float64)
-
-
-def _segment_dot(w: IntArray, g: IntArray, bounds: NDArray[np.intp]) -> NDArray[np.int64]:
-    """Per segment of columns, the row-wise dot products in int64: (n_segments, b)."""
-    out = np.empty((bounds.size - 1, w.shape[0]), dtype=np.int64)
-    for c in range(bounds.size - 1):
+    out = np.empty((bounds.size - 1, w_sub.shape[0]), dtype=np.int64)
+    for c in range(bounds.size - 1):  # one subset at a time: its gathers stay in cache
         a, e = bounds[c], bounds[c + 1]
-        out[c] = np.einsum("bj,bj->b", w[:, a:e], g[:, a:e], dtype=np.int64)
-    return out
+        g = np.take(cm, lt[a:e], axis=1)
+        if ties:
+            g += np.take(cm, le[a:e], axis=1)
+        out[c] = np.einsum("bj,bj->b", w_sub[:, a:e], g, dtype=np.int64)
+    if not ties:
+        return out.astype(np.float64)
+    return np.multiply(out, 0.5, dtype=np.float64)
 
 
 def _accepted(
