@@ -149,7 +149,7 @@ def _weibull_mle(x: np.ndarray) -> tuple[float, float]:
         return float((y**k * ln).sum() / (y**k).sum() - 1 / k - ln.mean())
 
     k = scipy.optimize.brentq(f, 1e-3, 1e3, xtol=1e-14, rtol=1e-14)
-    shape_ref, _, scale_ref = scipy.stats.weibull_min.fit(x, floc=0)
+    shape_ref, _, _ = scipy.stats.weibull_min.fit(x, floc=0)
     assert abs(k / shape_ref - 1) < 1e-3  # the same maximum as scipy's fit
     return k, float(x.max() * np.mean(y**k) ** (1 / k))
 
@@ -385,7 +385,7 @@ def test_openmax_weibull_fit_is_scipys_maximum_likelihood():
     k, lam = weibull_fit_loc0(x, valid)
     for i in range(60):
         xi = x[i][valid[i]]
-        ks, loc, ls = scipy.stats.weibull_min.fit(xi, floc=0.0)
+        ks, _loc, ls = scipy.stats.weibull_min.fit(xi, floc=0.0)
         np.testing.assert_allclose([k[i], lam[i]], [ks, ls], rtol=2e-4)
         # the exact root is at least as likely as scipy's optimiser result
         ll = scipy.stats.weibull_min.logpdf(xi, k[i], scale=lam[i]).sum()

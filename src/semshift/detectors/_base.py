@@ -10,6 +10,7 @@ need are ignored, not validated.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -200,7 +201,7 @@ def validate_inputs(
             continue
         arr = _real_array(name, given[name], 2, owner)
         if shared is not None and name in _SCORE_INPUTS:
-            shared.get(("finite", name), lambda a=arr, n=name: check_finite(n, a, owner))
+            shared.get(("finite", name), functools.partial(check_finite, name, arr, owner))
         else:
             check_finite(name, arr, owner)
         if name == "features":

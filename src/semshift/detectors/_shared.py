@@ -40,7 +40,7 @@ def digest(*parts: Any) -> str:
         if isinstance(p, np.ndarray):
             a = np.ascontiguousarray(p)
             h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(memoryview(a).cast("B"))
+            h.update(a.reshape(-1).view(np.uint8).data)
         else:
             h.update(repr(p).encode())
         h.update(b"|")
@@ -120,7 +120,7 @@ class SharedResults:
                 self.hits += 1
         assert fut is not None
         if not owner:
-            return fut.result()  # type: ignore[no-any-return]
+            return fut.result()
         try:
             value = compute()
         except BaseException as err:

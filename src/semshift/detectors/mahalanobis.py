@@ -77,7 +77,8 @@ class Mahalanobis(Detector):
         """For ``a = (h - center) P``: ``||a||^2`` (n,) float64 and ``a M^T`` (n, C) float32,
         M the whitened class means, so ``MD_c = ||a||^2 - 2 (a M^T)_c + ||M_c||^2``."""
         a = f32(hb - self.center_) @ self.projection_
-        return (a.astype(np.float64) ** 2).sum(axis=1), a @ self._class_proj.T
+        cross = f32(a @ self._class_proj.T)  # float32 already (no copy)
+        return (a.astype(np.float64) ** 2).sum(axis=1), cross
 
     def _minimum(self, asq: F64, cross: F32) -> F64:
         return asq - (2.0 * cross.astype(np.float64) - self._class_sqnorm).max(axis=1)

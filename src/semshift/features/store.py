@@ -994,7 +994,7 @@ class Selection:
         # Sparse selections read single pages and gain nothing from it.
         offsets = self.store._offsets
         shard_of = np.searchsorted(offsets, self.positions, side="right") - 1
-        counts = np.bincount(shard_of, minlength=offsets.size - 1) if shard_of.size else []
+        counts: Any = np.bincount(shard_of, minlength=offsets.size - 1) if shard_of.size else []
         dense = {s for s, c in enumerate(counts) if c and 4 * c >= offsets[s + 1] - offsets[s]}
         asked: set[int] = set()
 
