@@ -137,27 +137,43 @@ def bench_store(args: argparse.Namespace, tmp: Path) -> list[str]:
                 key = f"{what}_write_{fsync}"
                 results[key] = min(results.get(key, np.inf), dt)
     np.save(tmp / "plain.npy", arr)
-    # read: open + one blocked pass over all rows, cold; interleaved and repeated like the
-    # writes (the disk's speed drifts between runs; the minimum of each counts)
-    for _rep in range(args.store_repeats):
+    # read: open + one blocked pass over all rows, cold; repeated, alternating which goes
+    # first, each after a sync and a pause (this machine's virtual disk varies by 2-4x between
+    # reads of the same file); the median and the minimum are reported
+    reads: dict[str, list[float]] = {"np": [], "store": [], "open": []}
+
+    def read_np() -> None:
         _drop_cache(tmp / "plain.npy")
-        _drop_cache(tmp / "store")
         t0 = time.perf_counter()
         m = np.load(tmp / "plain.npy", mmap_mode="r")
         acc = np.zeros(d, np.float64)
         for s in range(0, n, args.block_rows):
             acc += m[s : s + args.block_rows].sum(axis=0, dtype=np.float64)
-        results["np_read"] = min(results.get("np_read", np.inf), time.perf_counter() - t0)
-        del m
+        reads["np"].append(time.perf_counter() - t0)
+        sums["np"] = acc
+
+    def read_store() -> None:
+        _drop_cache(tmp / "store")
         t0 = time.perf_counter()
         st = open_store(tmp / "store")
-        results["store_open"] = min(results.get("store_open", np.inf), time.perf_counter() - t0)
-        acc2 = np.zeros(d, np.float64)
+        reads["open"].append(time.perf_counter() - t0)
+        acc = np.zeros(d, np.float64)
         for block in st.blocks("features", rows=args.block_rows):
-            acc2 += block["features"].sum(axis=0, dtype=np.float64)
-        results["store_read"] = min(results.get("store_read", np.inf), time.perf_counter() - t0)
-        assert np.allclose(acc, acc2)
-        del st, block
+            acc += block["features"].sum(axis=0, dtype=np.float64)
+        reads["store"].append(time.perf_counter() - t0)
+        sums["store"] = acc
+
+    sums: dict[str, np.ndarray] = {}
+    for rep in range(args.store_repeats):
+        for fn in (read_np, read_store) if rep % 2 == 0 else (read_store, read_np):
+            os.sync()
+            time.sleep(2.0)
+            fn()
+    assert np.allclose(sums["np"], sums["store"])
+    results["np_read"] = float(np.median(reads["np"]))
+    results["store_read"] = float(np.median(reads["store"]))
+    results["np_read_min"], results["store_read_min"] = min(reads["np"]), min(reads["store"])
+    results["store_open"] = float(np.median(reads["open"]))
     st = open_store(tmp / "store")
     t0 = time.perf_counter()
     sel = st.select(np.arange(n) % 10 == 0).arrays("features")[0]
@@ -171,10 +187,12 @@ def bench_store(args: argparse.Namespace, tmp: Path) -> list[str]:
             f"({gb / w_np:.2f} GB/s) | {w_st / w_np:.2f}x |"
         )
     r_np, r_st = results["np_read"], results["store_read"]
+    m_np, m_st = results["np_read_min"], results["store_read_min"]
     rows.append(
-        f"| read (open + blocked pass over all rows, cold cache) | store {r_st:.2f} s "
-        f"(open {1000 * results['store_open']:.0f} ms) | np.load(mmap) {r_np:.2f} s | "
-        f"{r_st / r_np:.2f}x |"
+        f"| read (open + blocked pass over all rows, cold cache; median of "
+        f"{args.store_repeats}, min in brackets) | store {r_st:.2f} s ({m_st:.2f}; open "
+        f"{1000 * results['store_open']:.0f} ms) | np.load(mmap) {r_np:.2f} s ({m_np:.2f}) | "
+        f"{r_st / r_np:.2f}x ({m_st / m_np:.2f}x) |"
     )
     rows.append(
         f"| select every 10th row ({n // 10:,} rows, gathered) | "
