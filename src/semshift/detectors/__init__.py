@@ -33,7 +33,7 @@ from . import (
     vim,
 )
 from ._base import INPUT_NAMES, Detector
-from ._many import ManyFits, ManyScores, fit_many, score_many
+from ._many import ManyFits, ManyScores, default_threads, fit_many, score_many
 from ._registry import get, get_class, list_detectors, register_detector
 from ._search import faiss_available
 from ._shared import SharedResults
@@ -44,6 +44,7 @@ __all__ = [
     "ManyFits",
     "ManyScores",
     "SharedResults",
+    "default_threads",
     "faiss_available",
     "fit_many",
     "get",

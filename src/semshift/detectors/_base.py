@@ -407,9 +407,7 @@ class Detector:
         # can share per-chunk results), and a score never depends on what else was given
         n = int(inputs.get(min(self.score_requires)).shape[0]) if self.score_requires else 0
         parts = [np.asarray(self._score(inputs.chunk(sl)), dtype=np.float64) for sl in chunks(n)]
-        if len(parts) == 1:
-            return parts[0]
-        return np.concatenate(parts) if parts else np.zeros(0, np.float64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     # -- hooks -------------------------------------------------------------------------------------
     def _fit(self, inputs: Inputs) -> None:

@@ -31,9 +31,8 @@ subset's resamples are still a stratified bootstrap of (reference, subset), only
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
+from semshift.detectors import default_threads
 from semshift.errors import InputError, SemshiftError
 from semshift.metrics import evaluate_many, list_metrics, oscr
 from semshift.metrics.ranking import _n_required
@@ -97,13 +97,7 @@ def percentile_ci(samples: FloatArray, level: float) -> tuple[FloatArray, FloatA
 
 
 def _n_threads(threads: int | None) -> int:
-    if threads is not None:
-        return max(1, int(threads))
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        n = os.cpu_count() or 1
-    return max(1, min(n, 8))
+    return max(1, int(threads)) if threads is not None else default_threads()
 
 
 _PROCESS_BLOCK = 32  # resamples processed together (draw blocks are merged up to this many)
@@ -151,6 +145,48 @@ def _blocks(
             row += b
         done += n_b
         yield w_ref, w_sub
+
+
+def _narrow(w: IntArray) -> NDArray[Any]:
+    """Multiplicities as uint8 when they fit (rows stay cache-resident in a permuting gather)."""
+    return w.astype(np.uint8) if w.max() <= 255 else w
+
+
+def _transposed(w: IntArray) -> IntArray:
+    """Multiplicities one row per image, (n, b), for products over the images."""
+    return np.ascontiguousarray(w.T)
+
+
+def _each_block(
+    workers: ThreadPoolExecutor,
+    blocks: Iterator[tuple[IntArray, IntArray]],
+    plans: Sequence[Any],
+    block: Callable[..., None],
+    prepare_ref: Callable[[IntArray], NDArray[Any]],
+) -> None:
+    """Run ``block(d, plan, prepare_ref(w_ref), w_sub, resample slice)`` in ``workers`` for
+    every detector with a plan, block of draws after block; the next block is drawn (and its
+    reference multiplicities prepared) on a helper thread meanwhile."""
+
+    def draw() -> tuple[NDArray[Any], IntArray] | None:
+        cur = next(blocks, None)
+        return None if cur is None else (prepare_ref(cur[0]), cur[1])
+
+    with ThreadPoolExecutor(max_workers=1) as drawer:
+        nxt = drawer.submit(draw)
+        start = 0
+        while (cur := nxt.result()) is not None:
+            nxt = drawer.submit(draw)
+            w_ref, w_sub = cur
+            sl = slice(start, start + w_sub.shape[0])
+            start += w_sub.shape[0]
+            jobs = [
+                workers.submit(block, d, p, w_ref, w_sub, sl)
+                for d, p in enumerate(plans)
+                if p is not None
+            ]
+            for job in jobs:
+                job.result()
 
 
 _Plan = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], bool, NDArray[np.bool_]]
@@ -323,23 +359,8 @@ def ranked_bootstrap(
     with ThreadPoolExecutor(max_workers=_n_threads(threads)) as pool:
         plans = list(pool.map(plan_of, range(n_det)))
         blocks = _blocks(np.random.default_rng(seed), n_ref, sizes, n_resamples)
-        with ThreadPoolExecutor(max_workers=1) as drawer:  # draws the next block meanwhile
-            nxt = drawer.submit(next, blocks, None)
-            start = 0
-            while (cur := nxt.result()) is not None:
-                nxt = drawer.submit(next, blocks, None)
-                w_ref, w_sub = cur
-                if w_ref.max() <= 255:  # uint8 rows stay cache-resident in the permuting gather
-                    w_ref = w_ref.astype(np.uint8)
-                sl = slice(start, start + w_ref.shape[0])
-                start += w_ref.shape[0]
-                jobs = [
-                    pool.submit(block, d, p, w_ref, w_sub, sl)
-                    for d, p in enumerate(plans)
-                    if p is not None
-                ]
-                for job in jobs:
-                    job.result()
+        # uint8 rows stay cache-resident in the permuting gather
+        _each_block(pool, blocks, plans, block, _narrow)
     return BootstrapStats(out)
 
 
@@ -735,27 +756,6 @@ def pool_bootstrap(
     with ThreadPoolExecutor(max_workers=_n_threads(threads)) as workers:
         plans = list(workers.map(plan_of, range(n_det)))
         blocks = _blocks(np.random.default_rng(seed), n_p, sizes, n_resamples, ref_last)
-
-        def draw() -> tuple[IntArray, IntArray] | None:
-            cur = next(blocks, None)
-            if cur is None:
-                return None
-            # the pool transposed once per block (one row per image), shared by every detector
-            return np.ascontiguousarray(cur[0].T), cur[1]
-
-        with ThreadPoolExecutor(max_workers=1) as drawer:  # draws the next block meanwhile
-            nxt = drawer.submit(draw)
-            start = 0
-            while (cur := nxt.result()) is not None:
-                nxt = drawer.submit(draw)
-                w_ref_t, w_sub = cur
-                sl = slice(start, start + w_sub.shape[0])
-                start += w_sub.shape[0]
-                jobs = [
-                    workers.submit(block, d, p, w_ref_t, w_sub, sl)
-                    for d, p in enumerate(plans)
-                    if p is not None
-                ]
-                for job in jobs:
-                    job.result()
+        # the pool transposed once per block (one row per image), shared by every detector
+        _each_block(workers, blocks, plans, block, _transposed)
     return out
