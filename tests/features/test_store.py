@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -344,3 +345,80 @@ def test_written_store_equals_reopened_store(tmp_path: pathlib.Path) -> None:
     pd.testing.assert_frame_equal(written.index, reopened.index)
     np.testing.assert_array_equal(written.arrays("features")[0], arr)
     assert written.groups == reopened.groups == ["split", "severity"]
+
+
+def _fsync_log(monkeypatch):
+    """Record every fsync by the name of the file (or folder) it flushed."""
+    log: list[str] = []
+    real = store_mod.os.fsync
+
+    def fsync(fd):
+        log.append(pathlib.Path(f"/proc/self/fd/{fd}").resolve().name)
+        return real(fd)
+
+    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+    return log
+
+
+def test_shard_files_are_flushed_before_their_record(tmp_path, monkeypatch):
+    log = _fsync_log(monkeypatch)
+    w = StoreWriter(tmp_path / "s", arrays={"logits": (4,), "features": (2,)})
+    log.clear()  # run.json
+    for k in range(3):
+        w.write_shard(
+            k, {"logits": np.full((2, 4), k), "features": np.ones((2, 2))}, _shard_index([k, k])
+        )
+        assert len(w._pending) <= StoreWriter.MAX_PENDING
+    assert w.done == {0, 1, 2}  # waits for the background commits
+    assert not w._pending and w._committer is None
+    for k in range(3):
+        name = f"{k:05d}"
+        files = [f"{name}.logits.npy", f"{name}.features.npy", f"{name}.index.parquet"]
+        record_tmp = f".{name}.json.tmp-{os.getpid()}"
+        assert set(files) <= set(log) and record_tmp in log
+        assert max(log.index(f) for f in files) < log.index(record_tmp)
+        # the record's folder is flushed after the record's rename
+        assert log[log.index(record_tmp) + 1] == "shards"
+    st = w.finalize(n_shards=3)
+    np.testing.assert_array_equal(st.arrays("logits")[0][:, 0], [0, 0, 1, 1, 2, 2])
+    st.verify()
+
+
+def test_background_flush_error_surfaces_and_keeps_earlier_shards(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    real = store_mod.os.fsync
+
+    def fsync(fd):
+        if pathlib.Path(f"/proc/self/fd/{fd}").resolve().name == "00001.logits.npy":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    w = StoreWriter(path, arrays={"logits": (4,)})
+    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+    w.write_shard(0, {"logits": np.zeros((3, 4))}, _shard_index([0, 1, 2]))
+    w.write_shard(1, {"logits": np.ones((3, 4))}, _shard_index([3, 4, 5]))
+    with pytest.raises(OSError, match="No space"):
+        w.flush()
+    assert w.done == {0}
+    assert not (path / "shards" / "00001.json").exists()
+    # a full disk met by a later shard also fails that shard's write_shard or finalize
+    w.write_shard(1, {"logits": np.ones((3, 4))}, _shard_index([3, 4, 5]))
+    with pytest.raises(OSError, match="No space"):
+        w.finalize(n_shards=2)
+    assert not (path / "meta.json").exists()
+    monkeypatch.setattr(store_mod.os, "fsync", real)
+    again = StoreWriter(path, arrays={"logits": (4,)})
+    assert again.done == {0}
+    again.write_shard(1, {"logits": np.ones((3, 4))}, _shard_index([3, 4, 5]))
+    st = again.finalize(n_shards=2)
+    np.testing.assert_array_equal(st.arrays("logits")[0][:, 0], [0, 0, 0, 1, 1, 1])
+
+
+def test_fsync_on_and_off_write_identical_stores(tmp_path):
+    index, logits, feats, head = _data()
+    kw = {"index": index, "arrays": {"logits": logits, "features": feats}, "head": head}
+    a = write_store(tmp_path / "a", shard_size=4, fsync=True, **kw)
+    b = write_store(tmp_path / "b", shard_size=4, fsync=False, **kw)
+    assert a.checksums() == b.checksums()
+    for name in ("meta.json", "index.parquet", "head.npz", "skipped.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

@@ -11,6 +11,7 @@ Device ``"auto"`` picks CUDA when present (with float16 autocast there) and the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections import Counter
@@ -353,7 +354,7 @@ class ShardJob:
         advance: Callable[[int], Any] = lambda m: None,
     ) -> None:
         """Compute ``shards`` on ``dev`` and write each one as soon as it is complete."""
-        model, source, spec = self.model, self.source, self.spec
+        model, source = self.model, self.source
         model.to(dev)
         model.module.eval()
         dataset = ImageDataset(source, self.preset, model.mean, model.std, self.corruption)
@@ -363,6 +364,22 @@ class ShardJob:
             num_workers=self.workers,
             pin_memory=dev.type == "cuda",
         )
+        try:
+            self._loop(loader, writer, dev, advance)
+        except BaseException:
+            with contextlib.suppress(Exception):  # keep the shards written before the error
+                writer.flush()
+            raise
+        writer.flush()
+
+    def _loop(
+        self,
+        loader: Any,
+        writer: StoreWriter,
+        dev: torch.device,
+        advance: Callable[[int], Any],
+    ) -> None:
+        model, source, spec = self.model, self.source, self.spec
         acc = _empty(spec)
         seen = 0
         with torch.inference_mode():

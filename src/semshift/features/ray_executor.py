@@ -79,6 +79,7 @@ class _Worker:
 
     def run(self, shard: int) -> int:
         self.job.run([shard], self.writer, self.dev)
+        self.writer.flush()  # committed before the driver counts it
         return shard
 
 

@@ -13,10 +13,10 @@ A store is a directory::
       shards/00000.index.parquet, 00000.json             per-shard index and commit record
 
 ``meta.json`` is written last: a directory without it is an unfinished extraction, which
-:func:`open_store` refuses. Every file is written atomically (temporary name, ``fsync``,
-rename), and a shard only counts once its commit record ``NNNNN.json`` (written after its
-arrays) exists and its files match the recorded sizes and checksums, so a kill or a full disk
-never leaves a partial shard that a later run would trust.
+:func:`open_store` refuses. Every file is written atomically (temporary name, then rename). A
+shard only counts once its commit record ``NNNNN.json`` exists, written (with ``fsync``) after
+the shard's files are flushed to disk, and its files match the recorded sizes and checksums; so
+a kill or a full disk never leaves a partial shard that a later run would trust.
 
 Opening is lazy: shards are memory-mapped on first use (``np.load(mmap_mode="r",
 allow_pickle=False)``; loading never unpickles), so a 1,280,000 x 2,048 store opens in the memory
@@ -54,7 +54,7 @@ import json
 import mmap
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -273,13 +273,21 @@ class StoreWriter:
         ``run.json``; resuming into a directory whose ``run.json`` differs is refused, so shards
         of two different runs never mix.
     fsync : bool
-        Flush every file to disk before renaming it into place (default).
+        Make every shard durable before its commit record is written (default). The flushes run
+        on a background thread: :meth:`write_shard` returns once the shard's files are written
+        and renamed into place, and the shard is committed (counted in :attr:`done`) when its
+        files are on disk and its record is written, while the caller computes the next shard.
+        At most :attr:`MAX_PENDING` shards wait; :meth:`flush` and :meth:`finalize` wait for all
+        and raise the first flush error.
 
     Raises
     ------
     InputError
         ``path`` holds a finished store or a different run, or is a file.
     """
+
+    #: shards whose flush and commit may be under way at once (the caller waits beyond this)
+    MAX_PENDING = 2
 
     def __init__(
         self,
@@ -327,6 +335,7 @@ class StoreWriter:
             tmp.unlink(missing_ok=True)  # leftovers of a killed write: never trusted
         self._records: dict[int, _ShardRecord] = {}
         self._frames: dict[int, pd.DataFrame] = {}
+        self._init_commits()
         self._load_records()
 
     @classmethod
@@ -349,10 +358,16 @@ class StoreWriter:
         self.run = json.loads((self.path / "run.json").read_text())
         self._records = {}
         self._frames = {}
+        self._init_commits()
         return self
+
+    def _init_commits(self) -> None:
+        self._pending: list[tuple[int, _ShardRecord, pd.DataFrame, Future[None]]] = []
+        self._committer: ThreadPoolExecutor | None = None
 
     def reload(self) -> None:
         """Re-read the commit records (after other processes wrote shards)."""
+        self.flush()
         self._records = {}
         self._load_records()
 
@@ -380,8 +395,62 @@ class StoreWriter:
 
     @property
     def done(self) -> set[int]:
-        """Shards already written and verified (a restarted run skips them)."""
+        """Shards committed: written, on disk and recorded (a restarted run skips them).
+
+        Waits for the shards still being flushed (see :meth:`flush`).
+        """
+        self.flush()
         return set(self._records)
+
+    def flush(self) -> None:
+        """Wait until every shard given to :meth:`write_shard` is committed.
+
+        Raises
+        ------
+        OSError
+            The first error of a background flush (e.g. a full disk); that shard stays
+            uncommitted, the ones before it are kept.
+        """
+        self._reap(0)
+
+    def _reap(self, keep: int) -> None:
+        """Commit the oldest pending shards until at most ``keep`` are still pending."""
+        try:
+            while len(self._pending) > keep:
+                k, rec, frame, fut = self._pending[0]
+                fut.result()
+                self._pending.pop(0)
+                self._records[k] = rec
+                self._frames[k] = frame
+        except BaseException:
+            # the later shards are committed independently; wait for them so their files are
+            # not left half-flushed, and keep what succeeded
+            for k, rec, frame, fut in self._pending[1:]:
+                with contextlib.suppress(Exception):
+                    fut.result()
+                    self._records[k] = rec
+                    self._frames[k] = frame
+            self._pending = []
+            raise
+        finally:
+            if not self._pending and self._committer is not None:
+                self._committer.shutdown()
+                self._committer = None
+
+    def _commit(self, rec: _ShardRecord) -> None:
+        """Background: flush shard ``rec``'s files, then write its record (durably).
+
+        The record's folder ``fsync`` also makes the data files' renames durable (same folder);
+        should a crash keep the record but lose a data file, the record fails verification on
+        the next start and the shard is recomputed.
+        """
+        for info in rec.files.values():
+            fd = os.open(self.shard_dir / info["file"], os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _write_json(self.shard_dir / f"{_shard_name(rec.shard)}.json", rec.to_json(), fsync=True)
 
     def write_shard(
         self,
@@ -391,6 +460,9 @@ class StoreWriter:
         skipped: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Write shard ``k`` atomically: its arrays, its index rows, then its commit record.
+
+        With ``fsync`` on, the record is written on a background thread once the files are on
+        disk; the shard counts as :attr:`done` from then on (see :meth:`flush`).
 
         Parameters
         ----------
@@ -426,15 +498,14 @@ class StoreWriter:
         frame["path"] = frame["path"].astype(str)
         index_name = f"{name}.index.parquet"
         # the index is encoded and written on a helper thread while this one writes the arrays
-        # (Parquet encoding and file writes release the GIL); the commit record waits for both
+        # (Parquet encoding and file writes release the GIL); the commit record waits for both.
+        # Nothing is flushed here: with fsync on, _commit flushes the files in the background.
         with ThreadPoolExecutor(1, thread_name_prefix="semshift-index") as pool:
-            index_job = pool.submit(
-                _write_parquet, self.shard_dir / index_name, frame, fsync=self.fsync
-            )
+            index_job = pool.submit(_write_parquet, self.shard_dir / index_name, frame, fsync=False)
             try:
                 for key, arr in shaped.items():
                     fname = f"{name}.{key}.npy"
-                    sha, size = _write_npy(self.shard_dir / fname, arr, fsync=self.fsync)
+                    sha, size = _write_npy(self.shard_dir / fname, arr, fsync=False)
                     files[key] = {"file": fname, "checksum": sha, "size": size}
             except BaseException:
                 with contextlib.suppress(Exception):  # its own error is secondary to this one
@@ -444,9 +515,15 @@ class StoreWriter:
             sha, size = index_job.result()
         files["index"] = {"file": index_name, "checksum": sha, "size": size}
         rec = _ShardRecord(k, n, files, [_jsonable(dict(s)) for s in skipped])
-        _write_json(self.shard_dir / f"{name}.json", rec.to_json(), fsync=self.fsync)
-        self._records[k] = rec
-        self._frames[k] = frame  # finalize() needs not read it back
+        if not self.fsync:
+            _write_json(self.shard_dir / f"{name}.json", rec.to_json(), fsync=False)
+            self._records[k] = rec
+            self._frames[k] = frame  # finalize() needs not read it back
+            return
+        self._reap(self.MAX_PENDING - 1)  # an earlier shard's flush error surfaces here
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="semshift-commit")
+        self._pending.append((k, rec, frame, self._committer.submit(self._commit, rec)))
 
     def finalize(
         self,
@@ -471,6 +548,7 @@ class StoreWriter:
             Skipped samples that belong to no shard (``sample_id``, ``path``, ``reason``), e.g.
             files excluded while listing the data; listed first in ``skipped.csv``.
         """
+        self.flush()
         expected = range(n_shards if n_shards is not None else max(self._records, default=-1) + 1)
         missing = [k for k in expected if k not in self._records]
         if missing:
