@@ -422,3 +422,57 @@ def test_fsync_on_and_off_write_identical_stores(tmp_path):
     assert a.checksums() == b.checksums()
     for name in ("meta.json", "index.parquet", "head.npz", "skipped.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_index_is_read_on_demand_one_column_at_a_time(stored):
+    st0, index, logits, *_ = stored
+    st = open_store(st0.path)
+    assert st._index is None and len(st) == len(index) and st.groups == ["split", "severity"]
+    np.testing.assert_array_equal(st.labels, index["label"])
+    with pytest.raises(ValueError):
+        st.labels[0] = 3  # shared, so read-only
+    sel = st.select(split="id_test", severity=[1, 2])
+    want = (index["split"] == "id_test") & index["severity"].isin([1, 2])
+    np.testing.assert_array_equal(sel.positions, np.flatnonzero(want))
+    np.testing.assert_array_equal(sel.arrays("logits")[0], logits[want.to_numpy()])
+    assert st._index is None and set(st._column_cache) == {"label", "split", "severity"}
+    assert list(sel.index["path"]) == list(index["path"][want])  # now the whole index
+    assert st._index is not None and not st._column_cache
+    pd.testing.assert_frame_equal(st.index, st0.index)
+
+
+def test_damaged_index_file_is_refused_at_open(stored):
+    st0, index, *_ = stored
+    f = st0.path / "index.parquet"
+    good = f.read_bytes()
+    f.write_bytes(good[: len(good) // 2])
+    with pytest.raises(InputError, match=r"index\.parquet: unreadable"):
+        open_store(st0.path)
+    short = st0.index.iloc[:-1]
+    short.to_parquet(f, index=False)
+    with pytest.raises(InputError, match=r"index\.parquet has 22 rows but the shards hold 23"):
+        open_store(st0.path)
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv2's RWF_NOWAIT (Linux)")
+def test_read_ahead_reads_uncached_chunks_once(tmp_path, monkeypatch):
+    f = tmp_path / "big.npy"
+    f.write_bytes(np.random.default_rng(0).bytes(20 << 20))  # three 8 MiB chunks
+    fd = os.open(f, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    real, reads = os.preadv, []
+
+    def preadv(fd, bufs, off, *flags):
+        if not flags:
+            reads.append(off)
+        return real(fd, bufs, off, *flags)
+
+    monkeypatch.setattr(store_mod.os, "preadv", preadv)
+    store_mod._read_ahead([f, tmp_path / "missing.npy"])  # a missing file is skipped
+    for off in (0, 9 << 20, (20 << 20) - 4096):  # now in the page cache
+        assert real(fd, [bytearray(4096)], off, os.RWF_NOWAIT) == 4096
+    reads.clear()
+    store_mod._read_ahead([f])
+    assert reads == []  # every chunk found cached: nothing copied again
+    os.close(fd)
