@@ -192,3 +192,22 @@ def test_cli_file_list_with_labels(tmp_path, images, capsys):
     assert st.head[0].shape[0] == 4  # --num-classes defaults to the class list's length
     assert st.skipped["path"].tolist() == [f"{images}/missing.png"]
     assert st.skipped["reason"].str.startswith("unreadable image").all()
+
+
+def test_mixed_precision_path_on_the_cpu(tmp_path, images, tiny):
+    """amp=True runs the same autocast code as CUDA (float16 here on the CPU): float32 results."""
+    src = image_folder(images)
+    kw = {"preset": "resize36-crop32", "batch_size": 4, "shard_size": 5, "progress": False}
+    full = extract(tiny, src, tmp_path / "f32", fsync=False, scores=("odin",), **kw)
+    half = extract(tiny, src, tmp_path / "f16", amp=True, scores=("odin",), **kw)
+    assert "float16 autocast" in half.device and "autocast" not in full.device
+    a, b = open_store(tmp_path / "f32"), open_store(tmp_path / "f16")
+    assert b.meta["extraction"]["amp"] is True and a.meta["extraction"]["amp"] is False
+    for name in ("logits", "features"):
+        x, y = a.arrays(name)[0], b.arrays(name)[0]
+        assert y.dtype == np.float32 and np.isfinite(y).all()
+        assert not np.array_equal(x, y), f"{name}: autocast had no effect"
+        np.testing.assert_allclose(y, x, atol=2e-2 * np.abs(x).max(), err_msg=name)
+    # ODIN turns autocast off: at T = 1000 its signal is in the 5th digit, below float16
+    np.testing.assert_array_equal(b.arrays("odin")[0], a.arrays("odin")[0])
+    b.verify()
