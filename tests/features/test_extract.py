@@ -211,3 +211,18 @@ def test_mixed_precision_path_on_the_cpu(tmp_path, images, tiny):
     # ODIN turns autocast off: at T = 1000 its signal is in the 5th digit, below float16
     np.testing.assert_array_equal(b.arrays("odin")[0], a.arrays("odin")[0])
     b.verify()
+
+
+def test_device_resolution(monkeypatch):
+    from semshift.features.extract import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(InputError, match="CUDA is not available"):
+        resolve_device("cuda:1")
+    with pytest.raises(InputError, match="device 'gpu0'"):
+        resolve_device("gpu0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")
+    assert resolve_device("cuda:1") == torch.device("cuda:1")
