@@ -205,6 +205,8 @@ def bench_store(args: argparse.Namespace, tmp: Path) -> list[str]:
         f"{1000 * results['store_open']:.0f} ms) | np.load(mmap) {r_np:.2f} s ({m_np:.2f}) | "
         f"{results['read_ratio']:.2f}x ({r_st / r_np:.2f}x, {m_st / m_np:.2f}x) |"
     )
+    pairs = ", ".join(f"{a / b:.2f}" for a, b in zip(reads["store"], reads["np"], strict=True))
+    rows.append(f"| read: the paired ratios, in order | {pairs} | | |")
     rows.append(
         f"| select every 10th row ({n // 10:,} rows, gathered) | "
         f"store {results['store_select']:.2f} s | - | - |"

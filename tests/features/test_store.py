@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pathlib
+from concurrent.futures import Future
 
 import numpy as np
 import pandas as pd
@@ -142,7 +143,11 @@ def test_blocks_prefetch_the_next_dense_shard(stored, monkeypatch):
     class Recorder:
         def submit(self, fn, files):
             asked.append(sorted(f.name for f in files))
-            fn([*files, files[0].with_name("missing.npy")])  # real hints; a missing file is skipped
+            done = Future()
+            done.set_result(
+                fn([*files, files[0].with_name("missing.npy")])
+            )  # a missing file: skipped
+            return done
 
     monkeypatch.setattr(store_mod, "_PREFETCH", Recorder())
     got = np.concatenate([b["features"] for b in st.all().blocks("features", rows=4)])
@@ -442,7 +447,7 @@ def test_index_is_read_on_demand_one_column_at_a_time(stored):
 
 
 def test_damaged_index_file_is_refused_at_open(stored):
-    st0, index, *_ = stored
+    st0 = stored[0]
     f = st0.path / "index.parquet"
     good = f.read_bytes()
     f.write_bytes(good[: len(good) // 2])
@@ -476,3 +481,30 @@ def test_read_ahead_reads_uncached_chunks_once(tmp_path, monkeypatch):
     store_mod._read_ahead([f])
     assert reads == []  # every chunk found cached: nothing copied again
     os.close(fd)
+
+
+def test_blocks_read_ahead_every_dense_shard_once_for_any_selection(stored, monkeypatch):
+    st, _, _, feats, _ = stored
+    asked: list[int] = []
+    real = st._prefetch
+
+    def prefetch(shard, names):
+        asked.append(shard)
+        return real(shard, names)
+
+    monkeypatch.setattr(st, "_prefetch", prefetch)
+    rng = np.random.default_rng(0)
+    shard_of = np.arange(len(st)) // 5
+    for trial in range(30):
+        keep = rng.random(len(st)) < rng.choice([0.2, 0.6, 1.0])
+        keep[shard_of == trial % 5] = False  # an empty shard somewhere
+        sel = st.select(keep)
+        rows = int(rng.choice([1, 3, 7, 100]))
+        asked.clear()
+        got = [b["features"] for b in sel.blocks("features", rows=rows)]
+        want = feats[keep]
+        np.testing.assert_array_equal(np.concatenate(got) if got else want, want)
+        counts = np.bincount(shard_of[keep], minlength=5)
+        spans = np.bincount(shard_of, minlength=5)
+        dense = [s for s in range(5) if counts[s] and 4 * counts[s] >= spans[s]]
+        assert asked == dense, (trial, rows)

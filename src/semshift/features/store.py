@@ -866,8 +866,10 @@ class FeatureStore:
         self._mmaps[key] = arr
         return arr
 
-    def _prefetch(self, shard: int, names: Sequence[str]) -> None:
+    def _prefetch(self, shard: int, names: Sequence[str]) -> Future[None] | None:
         """Read shard ``shard``'s ``names`` files into the page cache on a background thread.
+
+        Returns the job's future (``None`` when there is nothing to read).
 
         Sequential block iteration calls this for the next shard while the current one is being
         consumed, so the read of one shard overlaps the work on the previous one (a single large
@@ -876,11 +878,10 @@ class FeatureStore:
         error is ignored here and surfaces, if real, when the shard is mapped.
         """
         if not hasattr(os, "preadv") or not 0 <= shard < len(self._shards):
-            return
+            return None
         sh = self._shards[shard]
         files = [sh.root / sh.files[n]["file"] for n in names if n in sh.files and sh.rows]
-        if files:
-            _PREFETCH.submit(_read_ahead, files)
+        return _PREFETCH.submit(_read_ahead, files) if files else None
 
     def _check_names(self, names: Sequence[str]) -> None:
         for name in names:
@@ -1109,29 +1110,41 @@ class Selection:
         names = names or tuple(self.store.array_names)
         self.store._check_names(names)
         labels = self.labels
-        # Shards the selection reads densely (a quarter of their rows or more) are prefetched a
-        # block ahead: while one block is consumed the kernel reads the next block's shards.
-        # Sparse selections read single pages and gain nothing from it.
+        # Shards the selection reads densely (a quarter of their rows or more) are read ahead a
+        # block ahead, on a background thread: while one block is consumed, the next block's
+        # shards are read. A block waits for its own shards' read-ahead, so the disk sees one
+        # sequential stream, not that stream and the block's page faults competing. Sparse
+        # selections read single pages and gain nothing from it.
         offsets = self.store._offsets
-        shard_of = np.searchsorted(offsets, self.positions, side="right") - 1
-        counts: Any = np.bincount(shard_of, minlength=offsets.size - 1) if shard_of.size else []
-        dense = {s for s, c in enumerate(counts) if c and 4 * c >= offsets[s + 1] - offsets[s]}
-        asked: set[int] = set()
+        # positions are increasing: the selection's rows in shard s are [cuts[s], cuts[s + 1])
+        cuts = np.searchsorted(self.positions, offsets)
+        counts = np.diff(cuts)
+        spans = np.diff(offsets)
+        dense = {int(s) for s in np.flatnonzero((counts > 0) & (4 * counts >= spans))}
+        asked: dict[int, Future[None] | None] = {}
 
-        def prefetch(a: int, b: int) -> None:  # the shards of rows [a, b) of the selection
-            if a < b:
-                for s in range(int(shard_of[a]), int(shard_of[b - 1]) + 1):
-                    if s in dense and s not in asked:
-                        asked.add(s)
-                        self.store._prefetch(s, names)
+        def shards(a: int, b: int) -> range:  # the shards of rows [a, b) of the selection
+            if a >= b:
+                return range(0)
+            first = int(np.searchsorted(cuts, a, side="right")) - 1
+            return range(first, int(np.searchsorted(cuts, b - 1, side="right")))
+
+        def prefetch(a: int, b: int) -> None:
+            for s in shards(a, b):
+                if s in dense and s not in asked:
+                    asked[s] = self.store._prefetch(s, names)
 
         n = len(self)
-        if dense:
-            prefetch(0, min(rows, n))
         for start in range(0, n, rows):
-            pos = self.positions[start : start + rows]
+            stop = min(start + rows, n)
+            pos = self.positions[start:stop]
             if dense:
-                prefetch(start + rows, min(start + 2 * rows, n))
+                prefetch(start, stop)
+                prefetch(stop, min(stop + rows, n))
+                for s in shards(start, stop):
+                    job = asked.get(s)
+                    if job is not None:
+                        job.result()  # never raises: the read-ahead is best effort
             block: dict[str, Any] = {"positions": pos, "labels": labels[start : start + rows]}
             for name in names:
                 block[name] = self.store.gather(pos, name)
