@@ -128,6 +128,72 @@ def test_a_failing_detector_gives_error_rows_and_the_run_completes(stores, tmp_p
     assert scores["score:knn"].isna().all() and scores["score:msp"].notna().all()
 
 
+def test_a_failure_the_inputs_cause_is_cached_and_force_retries_it(stores, tmp_path):
+    out = tmp_path / "out"
+    cfg = base_config(stores, out, protocols={"osr": {}})
+    cfg["detectors"] = ["msp", {"name": "knn", "params": {"k": 10_000}}]  # k > 240 train rows
+    first = run(cfg, progress=False)
+    second = run(cfg, progress=False)
+    rec = second.stages["score"]
+    assert rec.computed == [] and "main/knn/fit failure" in rec.reused  # knn was not refitted
+    assert second.errors == first.errors
+    pd.testing.assert_frame_equal(first.results, second.results)
+    forced = run(cfg, progress=False, force=True)
+    assert "main/knn/fit failure" not in forced.stages["score"].reused
+    assert forced.errors == first.errors
+
+
+def test_a_score_failure_on_one_set_is_cached_for_that_set_only(stores, tmp_path, monkeypatch):
+    from semshift import detectors as D
+
+    cls = D.get_class("mls")
+    real = cls._score
+
+    def fails_on_id_test(self, inputs):  # id_test is the only set of 120 rows
+        if inputs.get("logits").shape[0] == 120:
+            raise ValueError("mls cannot score 120 rows")
+        return real(self, inputs)
+
+    out = tmp_path / "out"
+    cfg = base_config(stores, out, protocols={"osr": {}})
+    cfg["detectors"] = ["msp", "mls"]
+    monkeypatch.setattr(cls, "_score", fails_on_id_test)
+    first = run(cfg, progress=False)
+    assert first.errors == ["detector mls on set id_test: ValueError: mls cannot score 120 rows"]
+    monkeypatch.setattr(cls, "_score", real)
+    second = run(cfg, progress=False)  # the same inputs: the recorded failure stands
+    assert second.stages["score"].computed == [] and second.errors == first.errors
+    assert "main/mls/id_test failure" in second.stages["score"].reused
+    assert "main/mls/easy" in second.stages["score"].reused
+    forced = run(cfg, progress=False, force=True)
+    assert not forced.errors
+    test = pd.read_parquet(out / "scores" / "id_test.parquet")
+    assert test["score:mls"].notna().all()
+
+
+def test_a_failure_of_the_machine_is_not_cached(stores, tmp_path, monkeypatch):
+    from semshift import detectors as D
+
+    cls = D.get_class("knn")
+    real = cls._fit
+
+    def out_of_memory(self, inputs):
+        raise MemoryError("no room for the bank")
+
+    out = tmp_path / "out"
+    cfg = base_config(stores, out, protocols={"osr": {}})
+    cfg["detectors"] = ["msp", "knn"]
+    monkeypatch.setattr(cls, "_fit", out_of_memory)
+    first = run(cfg, progress=False)
+    assert first.errors == ["detector knn: fit failed: MemoryError: no room for the bank"]
+    monkeypatch.setattr(cls, "_fit", real)
+    second = run(cfg, progress=False)  # retried without --force
+    assert not second.errors
+    assert sorted(second.stages["score"].computed) == sorted(
+        f"main/knn/{s}" for s in ("id_test", "easy", "hard", "cov")
+    )
+
+
 def test_zero_sample_set_is_one_clear_error(stores, tmp_path):
     cfg = base_config(stores, tmp_path / "out")
     cfg["data"]["sets"]["easy"]["select"] = {"split": "medium"}

@@ -9,7 +9,8 @@ Layout::
       extract/<key>/                   feature stores extracted by the runner
       sets/<key>.npz                   labels, predictions and level columns of one set
       score/<key>/<set key>.npy        one fitted detector's scores of one set
-      score/<key>/error.json           why that detector failed (fit or score)
+      score/<key>/error.json           why that detector's fit failed, when the inputs caused it
+      score/<key>/<set key>.error.json why scoring that set failed, likewise
       evaluate/<key>/results.parquet   the tidy table of one evaluation
 
 A key is the SHA-256 (24 hex digits) of a canonical JSON description of everything the output

@@ -667,15 +667,33 @@ class _Runner:
         scores: dict[str, dict[str, NDArray[np.float64]]] = {s.name: {} for s in world.evals}
         errors: dict[str, dict[str, str]] = {s.name: {} for s in world.evals}
         todo: dict[str, list[_Source]] = {}
+        n_failed = 0  # failures an earlier run recorded for the same inputs
         for name, _ in dets:
             d = self.cache.dir("score", fit_keys[name])
+            known = None if self.force else self._cached_failure(d / "error.json")
+            if known is not None:
+                self._fit_failed(world, name, known, errors)
+                rec.reused.append(f"{world.tag}/{name}/fit failure")
+                n_failed += 1
+                continue
             for s in world.evals:
                 arr = None if self.force else self.cache.read_array(d / f"{s.key}.npy")
                 if arr is not None:
                     scores[s.name][name] = arr
                     rec.reused.append(f"{world.tag}/{name}/{s.name}")
+                    continue
+                known = None if self.force else self._cached_failure(d / f"{s.key}.error.json")
+                if known is not None:
+                    self._score_failed(world, s, name, known, errors)
+                    rec.reused.append(f"{world.tag}/{name}/{s.name} failure")
+                    n_failed += 1
                 else:
                     todo.setdefault(name, []).append(s)
+        if n_failed:
+            self.log.line(
+                f"{world.tag}: {n_failed} detector failure(s) as recorded by an earlier run on the "
+                "same inputs (--force retries them)"
+            )
         infos: dict[str, dict[str, np.ndarray]] = {}
         need_info: list[_Source] = []
         for s in world.evals:
@@ -690,7 +708,9 @@ class _Runner:
         for s in need_info + [s for ss in todo.values() for s in ss]:
             _ = s.selection  # zero-sample sets fail here, before any fitting
         if to_fit:
-            fitted = self._fit_all(world, to_fit, val_pos, errors)
+            fitted, failures = self._fit_all(world, to_fit, val_pos, errors)
+            for n, err in failures.items():
+                self._remember_failure(self.cache.dir("score", fit_keys[n]) / "error.json", err)
         # score, one pass over each set that needs anything
         sets_todo = {s.name: s for ss in todo.values() for s in ss}
         for s in need_info:
@@ -706,6 +726,9 @@ class _Runner:
                                            arr)  # fmt: skip
                     scores[s.name][n] = arr
                     rec.computed.append(f"{world.tag}/{n}/{s.name}")
+                for n, err in out["failures"].items():
+                    d = self.cache.dir("score", fit_keys[n])
+                    self._remember_failure(d / f"{s.key}.error.json", err)
                 if out["info"] is not None:
                     self.cache.write_arrays(self._info_path(s), out["info"])
                     infos[s.name] = out["info"]
@@ -714,6 +737,23 @@ class _Runner:
                     entry["score_seconds"] = entry.get("score_seconds", 0.0) + sec
         return {"world": world, "dets": dets, "scores": scores, "errors": errors, "infos": infos,
                 "fit_keys": fit_keys}  # fmt: skip
+
+    def _cached_failure(self, path: Path) -> str | None:
+        """The message of a failure recorded at ``path`` by an earlier run, if any."""
+        rec = self.cache.read_json(path)
+        if isinstance(rec, dict) and isinstance(rec.get("error"), str):
+            return rec["error"]
+        return None
+
+    def _remember_failure(self, path: Path, err: BaseException) -> None:
+        """Record a failure that the same inputs would repeat (bad data, not the machine).
+
+        A ``ValueError`` (every :class:`~semshift.errors.SemshiftError`, ``LinAlgError``) or an
+        ``ArithmeticError`` (non-finite scores) follows from the inputs, which the key names; a
+        ``MemoryError``, an ``OSError`` or a runtime error may not recur, so it is retried.
+        """
+        if isinstance(err, ValueError | ArithmeticError):
+            self.cache.write_json(path, {"error": _one_line(err), "type": type(err).__name__})
 
     def _info_path(self, s: _Source) -> Path:
         grid = None
@@ -730,7 +770,8 @@ class _Runner:
         to_fit: list[tuple[str, dict[str, Any]]],
         val_pos: NDArray[np.int64] | None,
         errors: dict[str, dict[str, str]],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], dict[str, BaseException]]:
+        """Fitted detectors by name, and the exception of each that failed."""
         from semshift import detectors as D
 
         need: set[str] = set()
@@ -761,30 +802,38 @@ class _Runner:
             self.notes["train_rows"] = len(train)
             self.notes["train_load_seconds"] = round(load_s, 3)
         dets: dict[str, Any] = {}
+        failures: dict[str, BaseException] = {}
         for name, params in to_fit:
             try:
                 dets[name] = D.get(name, **params)
             except Exception as err:
-                self._fit_failed(world, name, err, errors)
+                failures[name] = err
+                self._fit_failed(world, name, _one_line(err), errors)
         with self.log.bar(f"fit {world.tag}", len(to_fit)) as advance:
             advance(len(to_fit) - len(dets))
             done = D.fit_many(dets, inputs, on_done=lambda _: advance(1))
         fitted: dict[str, Any] = done.fitted
         for name in dets:  # in the configured order, whatever order the threads ended in
             if name in done.errors:
-                self._fit_failed(world, name, done.errors[name], errors)
+                failures[name] = done.errors[name]
+                self._fit_failed(world, name, _one_line(done.errors[name]), errors)
         if world.tag == "main":
             for name, sec in done.seconds.items():
                 self.detector_info.setdefault(name, {})["fit_seconds"] = round(sec, 4)
-        return fitted
+        return fitted, failures
 
     def _fit_failed(
-        self, world: _World, name: str, err: BaseException, errors: dict[str, dict[str, str]]
+        self, world: _World, name: str, msg: str, errors: dict[str, dict[str, str]]
     ) -> None:
-        msg = _one_line(err)
         for s in world.evals:
             errors[s.name][name] = f"fit failed: {msg}"
         self._error(world, f"detector {name}: fit failed: {msg}")
+
+    def _score_failed(
+        self, world: _World, s: _Source, name: str, msg: str, errors: dict[str, dict[str, str]]
+    ) -> None:
+        errors[s.name][name] = f"score failed on {s.name}: {msg}"
+        self._error(world, f"detector {name} on set {s.name}: {msg}")
 
     def _error(self, world: _World, message: str) -> None:
         text = message if world.tag == "main" else f"{world.tag}: {message}"
@@ -827,10 +876,11 @@ class _Runner:
         preds: list[np.ndarray] = []
         from semshift.detectors import score_many
 
+        failures: dict[str, BaseException] = {}
+
         def failed(n: str, err: BaseException) -> None:
-            msg = _one_line(err)
-            errors[s.name][n] = f"score failed on {s.name}: {msg}"
-            self._error(world, f"detector {n} on set {s.name}: {msg}")
+            failures[n] = err
+            self._score_failed(world, s, n, _one_line(err), errors)
 
         def keep(n: str, part: np.ndarray) -> None:
             if not np.isfinite(part).all():
@@ -873,7 +923,7 @@ class _Runner:
         info = None
         if want_info:
             info = self._set_info(s, np.concatenate(preds))
-        return {"scores": out_scores, "info": info, "seconds": seconds}
+        return {"scores": out_scores, "info": info, "seconds": seconds, "failures": failures}
 
     def _set_info(self, s: _Source, preds: NDArray[np.int64]) -> dict[str, np.ndarray]:
         sel = s.selection
