@@ -170,3 +170,50 @@ def test_fit_many_fits_like_one_by_one_and_reports_failures():
         alone = small(n).fit(**{k: v for k, v in inputs.items() if k in dets[n].fit_requires})
         kw = {k: v for k, v in p.score_inputs().items() if k in alone.score_requires}
         np.testing.assert_array_equal(out.fitted[n].score(**kw), alone.score(**kw), err_msg=n)
+
+
+def test_fit_many_computes_shared_fit_statistics_once():
+    p = make_problem(seed=6, n_classes=5, dim=20)
+    inputs = p.fit_inputs()
+    names = ["mahalanobis", "rmd", "vim", "residual"]
+    for threads in (1, 2):
+        dets = {
+            n: detectors.get(n, **({"dim": 8} if n in ("vim", "residual") else {})) for n in names
+        }
+        dets["residual_4"] = detectors.get("residual", dim=4)  # another subspace: its own
+        out = detectors.fit_many(dets, inputs, threads=threads)
+        assert set(out.fitted) == set(dets)
+        maha, rmd = out.fitted["mahalanobis"], out.fitted["rmd"]
+        assert rmd.projection_ is maha.projection_ and rmd.means_ is maha.means_
+        vim, res, res4 = out.fitted["vim"], out.fitted["residual"], out.fitted["residual_4"]
+        assert res.null_space_ is vim.null_space_ and res4.null_space_ is not vim.null_space_
+        assert res4.null_space_.shape[1] == 20 - 4
+        # two statistics shared, plus each detector's reuse of the features' finiteness check
+        assert out.shared_hits >= 2
+        for n, det in dets.items():
+            alone = detectors.get(det.name, **det.get_params())
+            alone.fit(**{k: v for k, v in inputs.items() if k in alone.fit_requires})
+            for attr in ("means_", "center_", "projection_", "origin_", "null_space_", "alpha_"):
+                if hasattr(alone, attr):
+                    np.testing.assert_array_equal(getattr(det, attr), getattr(alone, attr))
+            kw = {k: v for k, v in p.score_inputs().items() if k in alone.score_requires}
+            np.testing.assert_array_equal(det.score(**kw), alone.score(**kw), err_msg=n)
+
+
+def test_fit_refuses_a_shared_memo_of_other_inputs():
+    p = make_problem(seed=7, n_classes=3, dim=6)
+    inputs = p.fit_inputs()
+    memo = SharedResults(features=inputs["features"].copy(), labels=inputs["labels"])
+    with pytest.raises(InputError, match="mahalanobis.fit: `shared` was made for other inputs"):
+        detectors.get("mahalanobis").fit(
+            features=inputs["features"], labels=inputs["labels"], shared=memo
+        )
+
+
+def test_fit_many_starts_one_detector_of_each_fit_group_first():
+    p = make_problem(seed=8, n_classes=4, dim=10)
+    order: list[str] = []
+    dets = {n: small(n) for n in ("msp", "mahalanobis", "rmd", "knn", "residual", "vim")}
+    detectors.fit_many(dets, p.fit_inputs(), threads=1, on_done=order.append)
+    # feature fits first; of mahalanobis/rmd and residual/vim, one each before the second
+    assert order == ["mahalanobis", "knn", "residual", "rmd", "vim", "msp"]

@@ -281,6 +281,9 @@ class Detector:
     fit_requires: ClassVar[frozenset[str]] = frozenset()
     score_requires: ClassVar[frozenset[str]] = frozenset()
     requires: ClassVar[frozenset[str]] = frozenset()
+    #: Detectors with the same group may share their fit's main computation (see
+    #: :func:`fit_many`, which starts one of each group before the others).
+    fit_group: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -317,6 +320,7 @@ class Detector:
         labels: IntArray | None = None,
         val_logits: FloatArray | None = None,
         val_labels: IntArray | None = None,
+        shared: SharedResults | None = None,
     ) -> Self:
         """Fit on in-distribution data; inputs not in ``fit_requires`` are ignored.
 
@@ -334,6 +338,10 @@ class Detector:
             Logits of labelled ID validation samples.
         val_labels : int array (m,), optional
             Their labels, in [0, C).
+        shared : SharedResults, optional
+            Quantities shared with other detectors fitted on the very same input objects (the
+            class statistics of mahalanobis and rmd, the principal subspace of vim and
+            residual); see :func:`fit_many`. The fitted state does not depend on it.
 
         Returns
         -------
@@ -348,7 +356,11 @@ class Detector:
             "val_logits": val_logits,
             "val_labels": val_labels,
         }
-        inputs = validate_inputs(f"{self.name}.fit", self.fit_requires, given)
+        owner = f"{self.name}.fit"
+        if shared is not None:
+            shared.check({k: v for k, v in given.items() if k in self.fit_requires}, owner)
+        inputs = validate_inputs(owner, self.fit_requires, given, shared=shared)
+        inputs.shared = shared
         self._fit(inputs)
         self.n_classes_ = inputs.n_classes
         self.n_features_in_ = inputs.n_features

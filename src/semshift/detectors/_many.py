@@ -138,6 +138,7 @@ class ManyFits:
     fitted: dict[str, Detector] = field(default_factory=dict)
     errors: dict[str, BaseException] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    shared_hits: int = 0
 
 
 def fit_many(
@@ -150,9 +151,11 @@ def fit_many(
     """Fit every detector on the same ``inputs``, side by side in threads.
 
     Each detector receives the inputs its ``fit_requires`` names. Detectors that fit on
-    features (covariances, eigendecompositions, banks) start first. A detector that raises is
-    reported in ``errors``; the others are still fitted. The fitted states do not depend on
-    the threads.
+    features (covariances, eigendecompositions, banks) start first, and what several of them
+    learn alike is computed once (:class:`SharedResults`: the class statistics of mahalanobis
+    and rmd, the principal subspace of vim and residual with the same ``dim``). A detector
+    that raises is reported in ``errors``; the others are still fitted. The fitted states do
+    not depend on the threads or on which detectors are fitted together.
 
     Parameters
     ----------
@@ -167,13 +170,26 @@ def fit_many(
         Called with each name when its fit ends (in the calling thread).
     """
     out = ManyFits()
-    names = sorted(detectors, key=lambda n: "features" not in detectors[n].fit_requires)
+    # feature fits first, and one detector of each fit group before the second: the second
+    # waits for the first's result, so starting both side by side would leave a thread idle
+    later: set[str] = set()
+    groups: set[str] = set()
+    for n in detectors:
+        group = detectors[n].fit_group
+        if group in groups:
+            later.add(n)
+        elif group is not None:
+            groups.add(group)
+    names = sorted(
+        detectors, key=lambda n: ("features" not in detectors[n].fit_requires, n in later)
+    )
+    shared = SharedResults(**inputs)
 
     def one(name: str) -> str:
         det = detectors[name]
         t0 = time.perf_counter()
         try:
-            det.fit(**{k: v for k, v in inputs.items() if k in det.fit_requires})
+            det.fit(**{k: v for k, v in inputs.items() if k in det.fit_requires}, shared=shared)
             out.fitted[name] = det
         except Exception as err:  # reported per detector; the others go on
             out.errors[name] = err
@@ -186,9 +202,11 @@ def fit_many(
             one(name)
             if on_done is not None:
                 on_done(name)
+        out.shared_hits = shared.hits
         return out
     with _blas_single_thread(), ThreadPoolExecutor(max_workers=n_threads) as pool:
         for fut in as_completed([pool.submit(one, n) for n in names]):
             if on_done is not None:
                 on_done(fut.result())
+    out.shared_hits = shared.hits
     return out

@@ -86,12 +86,10 @@ class SharedResults:
     (array([0.8808, 0.5   ]), array([-0.3653, -0.6931]))
     """
 
-    def __init__(self, *, logits: Any = None, features: Any = None) -> None:
-        self.arrays: dict[str, Any] = {}
-        if logits is not None:
-            self.arrays["logits"] = logits
-        if features is not None:
-            self.arrays["features"] = features
+    def __init__(self, *, logits: Any = None, features: Any = None, **inputs: Any) -> None:
+        # other inputs (the training labels, head, validation arrays) bind a fit-time memo
+        given = {"logits": logits, "features": features, **inputs}
+        self.arrays: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         self._lock = threading.Lock()
         self._items: dict[Hashable, Future[Any]] = {}
         self.hits = 0

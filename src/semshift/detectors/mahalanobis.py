@@ -48,6 +48,7 @@ class Mahalanobis(Detector):
 
     name = "mahalanobis"
     fit_requires = frozenset({"features", "labels"})
+    fit_group = "class_statistics"
     score_requires = frozenset({"features"})
 
     def __init__(self) -> None:
@@ -58,12 +59,26 @@ class Mahalanobis(Detector):
         n_classes = int(inputs.n_classes or 0)
         counts = np.bincount(y, minlength=n_classes)
         require_class_counts(f"{self.name}.fit", counts, "training samples")
-        self.means_ = class_sums(x, y, n_classes) / counts[:, None]
-        self.center_ = counts @ self.means_ / x.shape[0]
-        self._within = scatter_matrix(x, self.means_, y) / x.shape[0]
-        self.projection_ = f32(pinv_sqrt(self._within))
-        self._class_proj = f32((self.means_ - self.center_) @ self.projection_.astype(np.float64))
-        self._class_sqnorm = (self._class_proj.astype(np.float64) ** 2).sum(axis=1)
+
+        def statistics() -> tuple[F64, F64, F64, F32, F32, F64]:
+            means = class_sums(x, y, n_classes) / counts[:, None]
+            center = counts @ means / x.shape[0]
+            within = scatter_matrix(x, means, y) / x.shape[0]
+            projection = f32(pinv_sqrt(within))
+            class_proj = f32((means - center) @ projection.astype(np.float64))
+            return (
+                means,
+                center,
+                within,
+                projection,
+                class_proj,
+                (class_proj.astype(np.float64) ** 2).sum(axis=1),
+            )
+
+        # fitted alongside rmd (fit_many), the statistics are computed once; never written to
+        stats = inputs.share(("mahalanobis_statistics", n_classes), statistics)
+        self.means_, self.center_, self._within, self.projection_ = stats[:4]
+        self._class_proj, self._class_sqnorm = stats[4:]
         self._counts = counts
         # mahalanobis and rmd fitted on the same data share min_c MD_c at score time
         self._share_token = digest(self.center_, self.projection_, self._class_proj)

@@ -8,7 +8,7 @@ import scipy.linalg
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs, check_int
-from ._common import F64, f32, head_logits, prepare_head, row_blocks, scatter_matrix
+from ._common import F32, F64, f32, head_logits, prepare_head, row_blocks, scatter_matrix
 from ._registry import register_detector
 from ._shared import digest
 from .logit import shared_energy
@@ -33,6 +33,7 @@ class _PrincipalResidual(Detector):
     """Shared fit: origin u = -pinv(W) b and the null space NS of the features around u."""
 
     fit_requires = frozenset({"features", "head"})
+    fit_group = "principal_subspace"
 
     def __init__(self, *, dim: int | None = None) -> None:
         self.dim = dim
@@ -51,14 +52,19 @@ class _PrincipalResidual(Detector):
                 f"{self.name}.fit: principal dimension dim = {dim} must lie in [1, D) with "
                 f"feature dimension D = {d}"
             )
-        self.origin_ = -np.linalg.pinv(np.asarray(w, dtype=np.float64)) @ np.asarray(
-            b, dtype=np.float64
-        )
-        # EmpiricalCovariance(assume_centered=True) of h - u, as the public code.
-        second_moment = scatter_matrix(x, self.origin_, None) / x.shape[0]
-        _, vecs = scipy.linalg.eigh(second_moment)  # ascending eigenvalues
+
+        def subspace() -> tuple[F64, F32]:
+            origin = -np.linalg.pinv(np.asarray(w, dtype=np.float64)) @ np.asarray(
+                b, dtype=np.float64
+            )
+            # EmpiricalCovariance(assume_centered=True) of h - u, as the public code.
+            second_moment = scatter_matrix(x, origin, None) / x.shape[0]
+            _, vecs = scipy.linalg.eigh(second_moment)  # ascending eigenvalues
+            return origin, f32(vecs[:, : d - dim])  # all but the top `dim` eigenvectors
+
+        # vim and residual with the same dim, fitted together (fit_many), compute it once
+        self.origin_, self.null_space_ = inputs.share(("principal_subspace", dim), subspace)
         self.dim_ = dim
-        self.null_space_ = f32(vecs[:, : d - dim])  # all but the top `dim` eigenvectors
         self._share_token = digest(self.origin_, self.null_space_)
 
     def shared_residual(self, inputs: Inputs) -> F64:
