@@ -72,7 +72,9 @@ def score_many(
     activations, the Mahalanobis distances, ...) are computed once (:class:`SharedResults`),
     and detectors run side by side in ``threads`` worker threads, each with a single BLAS
     thread, so that the element-wise work of one overlaps the matrix products of another.
-    The scores are those of calling each detector's ``score`` alone, whatever the threads.
+    The scores are those of calling each detector's ``score`` alone with one BLAS thread,
+    whatever the number of worker threads above one (``threads=1`` keeps the process's BLAS
+    threads, whose other summation order may change the last bits).
 
     Parameters
     ----------
@@ -154,8 +156,10 @@ def fit_many(
     features (covariances, eigendecompositions, banks) start first, and what several of them
     learn alike is computed once (:class:`SharedResults`: the class statistics of mahalanobis
     and rmd, the principal subspace of vim and residual with the same ``dim``). A detector
-    that raises is reported in ``errors``; the others are still fitted. The fitted states do
-    not depend on the threads or on which detectors are fitted together.
+    that raises is reported in ``errors``; the others are still fitted. The fitted states are
+    those of each detector's own ``fit`` with one BLAS thread, whatever the number of worker
+    threads above one and whichever detectors are fitted together (``threads=1`` keeps the
+    process's BLAS threads: eigenvector bases may then differ, scores only by rounding).
 
     Parameters
     ----------
