@@ -204,7 +204,7 @@ def test_fit_refuses_a_shared_memo_of_other_inputs():
     p = make_problem(seed=7, n_classes=3, dim=6)
     inputs = p.fit_inputs()
     memo = SharedResults(features=inputs["features"].copy(), labels=inputs["labels"])
-    with pytest.raises(InputError, match="mahalanobis.fit: `shared` was made for other inputs"):
+    with pytest.raises(InputError, match=r"mahalanobis\.fit: `shared` was made for other inputs"):
         detectors.get("mahalanobis").fit(
             features=inputs["features"], labels=inputs["labels"], shared=memo
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 import torch
@@ -129,9 +131,37 @@ def test_dataset_skips_bad_images(tmp_path):
     assert not by_name["a/garbage.jpg"][0].any()
 
 
+def test_uint8_dataset_normalised_by_batch_is_identical(tmp_path):
+    write_images(tmp_path / "d", {"a": 3, "b": 2}, size=40)
+    (tmp_path / "d" / "b" / "garbage.jpg").write_bytes(b"not a jpeg")
+    src = image_folder(tmp_path / "d")
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+    def corrupt(img, i):  # deterministic per index, as the corruptions are
+        return img.rotate(7 * i)
+
+    for corruption in (None, corrupt):
+        full = ImageDataset(src, "resize36-crop32", mean, std, corruption)
+        raw = ImageDataset(src, "resize36-crop32", mean, std, corruption, normalize=False)
+        items = [raw[i] for i in range(len(raw))]
+        assert all(x.dtype == torch.uint8 and x.shape == (3, 32, 32) for x, _, _ in items)
+        assert [e for _, _, e in items] == [full[i][2] for i in range(len(full))]
+        batch = raw.normalize_batch(torch.stack([x for x, _, _ in items]))
+        want = torch.stack([full[i][0] for i in range(len(full))])
+        ok = [i for i, (_, _, e) in enumerate(items) if not e]
+        assert batch.dtype == torch.float32 and len(ok) == 5
+        assert torch.equal(batch[ok], want[ok])  # bit for bit, not merely close
+
+
 def test_fingerprint_tracks_files_and_labels(tmp_path):
     write_images(tmp_path / "d", {"a": 2, "b": 1}, size=8)
     f1 = image_folder(tmp_path / "d").fingerprint()
     assert image_folder(tmp_path / "d").fingerprint() == f1
+    # the documented recipe (cache keys depend on it): SHA-256 over (name, size, label) rows
+    d = tmp_path / "d"
+    rows = [(f"{c}/{f.name}", f.stat().st_size, k) for k, c in enumerate("ab")
+            for f in sorted((d / c).iterdir())]  # fmt: skip
+    text = "\n".join(("a", "b")) + "".join(f"{n}\t{z}\t{k}\n" for n, z, k in rows)
+    assert f1 == hashlib.sha256(text.encode()).hexdigest()
     Image.new("RGB", (9, 9)).save(tmp_path / "d" / "a" / "0000.png")
     assert image_folder(tmp_path / "d").fingerprint() != f1

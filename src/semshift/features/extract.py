@@ -357,7 +357,10 @@ class ShardJob:
         model, source = self.model, self.source
         model.to(dev)
         model.module.eval()
-        dataset = ImageDataset(source, self.preset, model.mean, model.std, self.corruption)
+        # uint8 through the loader (and onto the device); normalised a batch at a time
+        dataset = ImageDataset(
+            source, self.preset, model.mean, model.std, self.corruption, normalize=False
+        )
         loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
             dataset,  # type: ignore[arg-type]
             batch_sampler=list(_batches(list(shards), self.n, self.shard_size, self.batch_size)),
@@ -365,7 +368,7 @@ class ShardJob:
             pin_memory=dev.type == "cuda",
         )
         try:
-            self._loop(loader, writer, dev, advance)
+            self._loop(loader, dataset.normalize_batch, writer, dev, advance)
         except BaseException:
             with contextlib.suppress(Exception):  # keep the shards written before the error
                 writer.flush()
@@ -375,6 +378,7 @@ class ShardJob:
     def _loop(
         self,
         loader: Any,
+        normalize: Callable[[torch.Tensor], torch.Tensor],
         writer: StoreWriter,
         dev: torch.device,
         advance: Callable[[int], Any],
@@ -392,7 +396,7 @@ class ShardJob:
                         i = idx_list[j]
                         acc["skip"].append({"sample_id": i, "path": source.names[i], "reason": e})
                 if ok:
-                    xb = x[ok].to(dev, non_blocking=True)
+                    xb = normalize(x[ok].to(dev, non_blocking=True))
                     with torch.autocast(dev.type, dtype=torch.float16, enabled=self.amp):
                         logits, feats = model(xb)
                         for det in self.detectors:
