@@ -226,3 +226,54 @@ def test_device_resolution(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == torch.device("cuda")
     assert resolve_device("cuda:1") == torch.device("cuda:1")
+
+
+def test_extract_many_writes_what_extract_writes_and_resumes_each_store(tmp_path, images, tiny):
+    """One pass over the images for several models: each store is the one `extract` writes."""
+    from semshift.features.extract import extract_many
+
+    _bad_images(images / "owl")  # the skipped images are recorded in every store
+    src = image_folder(images)
+    other = load_model("timm/test_resnet", random_init=True, seed=1, num_classes=3)
+    # a third model normalising differently: each model normalises the shared uint8 batch
+    odd = load_model("timm/test_resnet", random_init=True, seed=1, num_classes=3)
+    odd.mean, odd.std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    models = [tiny, other, odd]
+    kw = {"preset": "resize36-crop32", "batch_size": 3, "shard_size": 5, "progress": False}
+    kw |= {"fsync": False, "scores": ("odin",), "groups": {"split": "id_test"}}
+    for i, m in enumerate(models):
+        extract(m, src, tmp_path / f"ref{i}", **kw)
+    # store 0 is unfinished with shard 1 missing, store 1 is absent, store 2 is finished
+    extract(tiny, src, tmp_path / "many0", **kw)
+    (tmp_path / "many0" / "meta.json").unlink()
+    (tmp_path / "many0" / "shards" / "00001.json").unlink()
+    extract(odd, src, tmp_path / "many2", **kw)
+    (tmp_path / "many2" / "meta.json").unlink()
+    outs = [tmp_path / f"many{i}" for i in range(3)]
+    summaries = extract_many(models, src, outs, **kw)
+    assert [s.n_resumed for s in summaries] == [2, 0, 3]
+    assert [(s.n_stored, s.n_skipped) for s in summaries] == [(12, 2)] * 3
+    for i in range(3):
+        ref, got = open_store(tmp_path / f"ref{i}"), open_store(outs[i])
+        assert ref.checksums() == got.checksums(), i
+        for name in ("index.parquet", "head.npz", "skipped.csv"):
+            assert (tmp_path / f"ref{i}" / name).read_bytes() == (outs[i] / name).read_bytes()
+        assert got.meta["preprocessing"] == ref.meta["preprocessing"]
+        got.verify()
+    # the normalisation mattered: the two stores of the same weights differ
+    assert not np.array_equal(
+        open_store(outs[1]).arrays("logits")[0], open_store(outs[2]).arrays("logits")[0]
+    )
+
+
+def test_extract_many_refuses_mismatched_outputs(tmp_path, images, tiny):
+    from semshift.features.extract import extract_many
+
+    src = image_folder(images)
+    with pytest.raises(InputError, match="one output store per model: 2 model"):
+        extract_many([tiny, tiny], src, [tmp_path / "a"], progress=False)
+    with pytest.raises(InputError, match="one output store per model: 0 model"):
+        extract_many([], src, [], progress=False)
+    with pytest.raises(InputError, match="its own output store"):
+        extract_many([tiny, tiny], src, [tmp_path / "a", tmp_path / "b" / ".." / "a"])
+    assert not (tmp_path / "a").exists()

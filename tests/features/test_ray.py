@@ -13,7 +13,7 @@ import pytest
 from semshift.errors import InputError
 from semshift.features import open_store
 from semshift.features.data import image_folder
-from semshift.features.extract import extract
+from semshift.features.extract import extract, extract_many
 from semshift.features.models import load_model
 
 from .conftest import write_images
@@ -36,16 +36,24 @@ def test_ray_executor_equals_local(tmp_path):
         return
     import ray
 
+    # a second model: extract_many on Ray extracts the models one after the other
+    other = load_model("timm/test_resnet", random_init=True, seed=5, num_classes=10)
+    extract(other, src, tmp_path / "local2", **kw)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        dist = extract(model, src, tmp_path / "ray", executor="ray", **kw)
+        dist, dist2 = extract_many(
+            [model, other], src, [tmp_path / "ray", tmp_path / "ray2"], executor="ray", **kw
+        )
     finally:
         ray.shutdown()
     assert (dist.n_stored, dist.n_skipped, dist.n_shards) == (200, 1, 9)
-    a, b = open_store(tmp_path / "local"), open_store(tmp_path / "ray")
-    assert a.checksums() == b.checksums()  # bit-identical logits, features and scores
-    for name in ("meta.json", "index.parquet", "head.npz", "skipped.csv"):
-        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes()
+    assert (dist2.n_stored, dist2.n_skipped, dist2.n_shards) == (200, 1, 9)
+    for here, there in (("local", "ray"), ("local2", "ray2")):
+        a, b = open_store(tmp_path / here), open_store(tmp_path / there)
+        assert a.checksums() == b.checksums()  # bit-identical logits, features and scores
+        for name in ("meta.json", "index.parquet", "head.npz", "skipped.csv"):
+            assert (tmp_path / here / name).read_bytes() == (tmp_path / there / name).read_bytes()
+    assert a.checksums() != open_store(tmp_path / "local").checksums()
 
 
 def test_unknown_executor(tmp_path, images):

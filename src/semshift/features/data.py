@@ -40,6 +40,7 @@ __all__ = [
     "image_folder",
     "load_image",
     "make_transform",
+    "normalize_batch",
     "open_source",
     "parse_preset",
 ]
@@ -430,8 +431,17 @@ class ImageDataset:
 
     def normalize_batch(self, x: Any) -> Any:
         """uint8 images (n, 3, C, C) -> normalised float32, on ``x``'s device."""
-        import torch
+        return normalize_batch(x, self.mean, self.std)
 
-        mean = torch.as_tensor(self.mean, dtype=torch.float32, device=x.device).view(-1, 1, 1)
-        std = torch.as_tensor(self.std, dtype=torch.float32, device=x.device).view(-1, 1, 1)
-        return x.to(torch.float32).div(255).sub_(mean).div_(std)
+
+def normalize_batch(x: Any, mean: Sequence[float], std: Sequence[float]) -> Any:
+    """uint8 images (n, 3, C, C) -> ``(x / 255 - mean) / std`` in float32, on ``x``'s device.
+
+    The same float32 operations as torchvision's ``ToTensor`` then ``Normalize``, so the values
+    are identical to normalising each image alone.
+    """
+    import torch
+
+    m = torch.as_tensor([float(v) for v in mean], dtype=torch.float32, device=x.device)
+    s = torch.as_tensor([float(v) for v in std], dtype=torch.float32, device=x.device)
+    return x.to(torch.float32).div(255).sub_(m.view(-1, 1, 1)).div_(s.view(-1, 1, 1))

@@ -12,6 +12,7 @@ Device ``"auto"`` picks CUDA when present (with float16 autocast there) and the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import time
 from collections import Counter
@@ -25,12 +26,12 @@ import pandas as pd
 import torch
 
 from semshift.errors import InputError
-from semshift.features.data import ImageDataset, ImageSource, parse_preset
+from semshift.features.data import ImageDataset, ImageSource, normalize_batch, parse_preset
 from semshift.features.model_detectors import ModelDetector, get_model_detector
 from semshift.features.models import ModelAdapter
 from semshift.features.store import StoreWriter, sha256_file
 
-__all__ = ["ExtractSummary", "ShardJob", "extract", "resolve_device"]
+__all__ = ["ExtractSummary", "ShardJob", "extract", "extract_many", "resolve_device"]
 
 
 @dataclass
@@ -197,6 +198,65 @@ def extract(
     InputError
         Bad sizes, an output directory holding a finished store or a different run.
     """
+    return extract_many(
+        [model], source, [out], preset=preset, batch_size=batch_size, shard_size=shard_size,
+        workers=workers, device=device, amp=amp, groups=groups, corruption=corruption,
+        scores=scores, executor=executor, ray_workers=ray_workers, progress=progress,
+        fsync=fsync,
+    )[0]  # fmt: skip
+
+
+@dataclass
+class _Target:
+    """One model's store in an extraction: its writer, its run record and its shards to do."""
+
+    model: ModelAdapter
+    out: Path
+    writer: StoreWriter
+    spec: dict[str, tuple[int, ...]]
+    head: tuple[np.ndarray, np.ndarray]
+    todo: list[int]
+    n_done: int
+
+
+def extract_many(
+    models: Sequence[ModelAdapter],
+    source: ImageSource,
+    outs: Sequence[str | Path],
+    *,
+    preset: str = "imagenet",
+    batch_size: int = 64,
+    shard_size: int = 10_000,
+    workers: int = 0,
+    device: str | torch.device = "auto",
+    amp: bool | None = None,
+    groups: Mapping[str, Any] | None = None,
+    corruption: Callable[[Any, int], Any] | None = None,
+    scores: Sequence[str | ModelDetector] = (),
+    executor: str = "local",
+    ray_workers: int | None = None,
+    progress: bool = True,
+    fsync: bool = True,
+) -> list[ExtractSummary]:
+    """Extract several models over the same images in one pass: ``models[i]`` -> ``outs[i]``.
+
+    Each image is decoded, preprocessed (and corrupted) once and given to every model whose
+    store still needs its shard; each store is exactly what :func:`extract` writes for that
+    model alone (same batches, same checksums), and each is resumed on its own. The models
+    may differ in architecture and normalisation (``mean``/``std``, applied per model to the
+    shared uint8 batch), not in the resize and crop (``preset``). Parameters as
+    :func:`extract`; the ``ray`` executor extracts the models one after the other.
+
+    Returns
+    -------
+    list of ExtractSummary
+        One per model, in order (``seconds`` is the whole pass's wall time).
+    """
+    if len(models) != len(outs) or not models:
+        raise InputError(f"give one output store per model: {len(models)} model(s), {len(outs)}")
+    paths = [Path(o) for o in outs]
+    if len({p.resolve() for p in paths}) != len(paths):
+        raise InputError(f"every model needs its own output store, got {[str(p) for p in paths]}")
     if batch_size < 1 or shard_size < 1:
         raise InputError(f"batch size and shard size must be >= 1, got {batch_size}, {shard_size}")
     if workers < 0:
@@ -229,97 +289,120 @@ def extract(
     if clash:
         raise InputError(f"score names must be distinct and not logits/features: {det_names}")
     n = len(source)
-    model.to(dev)
-    model.module.eval()
-    w, b = model.head_weights()
-    preprocessing = {
-        "preset": preset,
-        "resize": resize,
-        "crop": crop,
-        "interpolation": "bilinear",
-        "mean": list(model.mean),
-        "std": list(model.std),
-    }
+    n_shards = max(1, -(-n // shard_size))
     corr_desc = getattr(corruption, "describe", lambda: None)() if corruption else None
     fingerprint = source.fingerprint()
-    run = {
-        "model": model.name,
-        "layer": model.layer,
-        **_weights_id(model),
-        "head_sha256": hashlib.sha256(w.tobytes() + b.tobytes()).hexdigest(),
-        "preprocessing": preprocessing,
-        "dataset_fingerprint": fingerprint,
-        "n_samples": n,
-        "shard_size": shard_size,
-        "batch_size": batch_size,
-        "device_type": dev.type,
-        "amp": use_amp,
-        "groups": {k: str(v) for k, v in const_groups.items()},
-        "corruption": corr_desc,
-        "scores": [d.describe() for d in detectors],
-    }
-    spec: dict[str, tuple[int, ...]] = {"logits": (w.shape[0],), "features": (w.shape[1],)}
-    spec.update({name: () for name in det_names})
-    writer = StoreWriter(out, arrays=spec, run=run, fsync=fsync)
-    n_shards = max(1, -(-n // shard_size))
-    done = writer.done
-    todo = [k for k in range(n_shards) if k not in done]
-    done_rows = sum(min(n, (k + 1) * shard_size) - k * shard_size for k in done)
-    job = ShardJob(
-        model=model, source=source, preset=preset, corruption=corruption, detectors=detectors,
-        spec=spec, const_groups=const_groups, n=n, shard_size=shard_size, batch_size=batch_size,
-        workers=workers, amp=use_amp,
-    )  # fmt: skip
-    t0 = time.perf_counter()
-    processed = sum(min(n, (k + 1) * shard_size) - k * shard_size for k in todo)
-    with _progress(progress, n, done_rows) as bar:
-        task = bar.add_task("extract", total=n, completed=done_rows)
-        if executor == "local":
-            job.run(todo, writer, dev, lambda m: bar.advance(task, m))
-        else:
-            from semshift.features.ray_executor import run_on_ray
 
-            run_on_ray(job, todo, writer, dev, lambda m: bar.advance(task, m), ray_workers)
-            writer.reload()
-    store = writer.finalize(
-        {
+    def rows(shards: Sequence[int]) -> int:
+        return sum(min(n, (k + 1) * shard_size) - k * shard_size for k in shards)
+
+    def preprocessing(model: ModelAdapter) -> dict[str, Any]:
+        return {
+            "preset": preset, "resize": resize, "crop": crop, "interpolation": "bilinear",
+            "mean": list(model.mean), "std": list(model.std),
+        }  # fmt: skip
+
+    targets: list[_Target] = []
+    for model, out in zip(models, paths, strict=True):
+        model.to(dev)
+        model.module.eval()
+        w, b = model.head_weights()
+        run = {
             "model": model.name,
             "layer": model.layer,
-            "model_info": model.describe(),
-            "weights": run["weights"],
-            "weights_sha256": run["weights_sha256"],
-            "preprocessing": preprocessing,
-            "classes": _classes_meta(source),
-            "dataset": {
-                "root": str(source.root),
-                "kind": source.kind,
-                "fingerprint": fingerprint,
-                "n_samples": n,
-            },
+            **_weights_id(model),
+            "head_sha256": hashlib.sha256(w.tobytes() + b.tobytes()).hexdigest(),
+            "preprocessing": preprocessing(model),
+            "dataset_fingerprint": fingerprint,
+            "n_samples": n,
+            "shard_size": shard_size,
+            "batch_size": batch_size,
+            "device_type": dev.type,
+            "amp": use_amp,
+            "groups": {k: str(v) for k, v in const_groups.items()},
             "corruption": corr_desc,
-            "scores": {d.name: d.describe() for d in detectors},
-            "extraction": {"shard_size": shard_size, "batch_size": batch_size, "amp": use_amp},
-        },
-        head=(w, b),
-        n_shards=n_shards,
-        extra_skipped=[
-            {"sample_id": -1, "path": name, "reason": reason} for name, reason in source.skipped
-        ],
-    )
+            "scores": [d.describe() for d in detectors],
+        }
+        spec: dict[str, tuple[int, ...]] = {"logits": (w.shape[0],), "features": (w.shape[1],)}
+        spec.update({name: () for name in det_names})
+        writer = StoreWriter(out, arrays=spec, run=run, fsync=fsync)
+        done = writer.done
+        todo = [k for k in range(n_shards) if k not in done]
+        targets.append(_Target(model, out, writer, spec, (w, b), todo, len(done)))
+
+    def job_for(group: Sequence[_Target]) -> ShardJob:
+        return ShardJob(
+            models=[t.model for t in group], source=source, preset=preset,
+            corruption=corruption, detectors=detectors, specs=[t.spec for t in group],
+            const_groups=const_groups, n=n, shard_size=shard_size, batch_size=batch_size,
+            workers=workers, amp=use_amp,
+        )  # fmt: skip
+
+    t0 = time.perf_counter()
+    if executor == "local":
+        union = sorted({k for t in targets for k in t.todo})
+        with _progress(progress, n, n - rows(union)) as bar:
+            task = bar.add_task("extract", total=n, completed=n - rows(union))
+            job_for(targets).run(
+                union, [t.writer for t in targets], dev, lambda m: bar.advance(task, m),
+                needs=[set(t.todo) for t in targets],
+            )  # fmt: skip
+    else:
+        from semshift.features.ray_executor import run_on_ray
+
+        for t in targets:
+            with _progress(progress, n, n - rows(t.todo)) as bar:
+                task = bar.add_task("extract", total=n, completed=n - rows(t.todo))
+                run_on_ray(
+                    job_for([t]), t.todo, t.writer, dev,
+                    functools.partial(bar.advance, task), ray_workers,
+                )  # fmt: skip
+                t.writer.reload()
     seconds = time.perf_counter() - t0
-    reasons = Counter(_reason_kind(r) for r in store.skipped["reason"].astype(str))
-    return ExtractSummary(
-        out=Path(out),
-        n_images=n,
-        n_stored=len(store),
-        n_skipped=len(store.skipped),
-        n_shards=n_shards,
-        n_resumed=len(done),
-        seconds=seconds,
-        images_per_s=processed / seconds if seconds > 0 else 0.0,
-        device=str(dev) + (" (float16 autocast)" if use_amp else ""),
-        skip_reasons=dict(reasons),
-    )
+    summaries = []
+    for t in targets:
+        w, b = t.head
+        store = t.writer.finalize(
+            {
+                "model": t.model.name,
+                "layer": t.model.layer,
+                "model_info": t.model.describe(),
+                "weights": t.writer.run["weights"],
+                "weights_sha256": t.writer.run["weights_sha256"],
+                "preprocessing": preprocessing(t.model),
+                "classes": _classes_meta(source),
+                "dataset": {
+                    "root": str(source.root),
+                    "kind": source.kind,
+                    "fingerprint": fingerprint,
+                    "n_samples": n,
+                },
+                "corruption": corr_desc,
+                "scores": {d.name: d.describe() for d in detectors},
+                "extraction": {"shard_size": shard_size, "batch_size": batch_size, "amp": use_amp},
+            },
+            head=(w, b),
+            n_shards=n_shards,
+            extra_skipped=[
+                {"sample_id": -1, "path": name, "reason": reason} for name, reason in source.skipped
+            ],
+        )
+        reasons = Counter(_reason_kind(r) for r in store.skipped["reason"].astype(str))
+        summaries.append(
+            ExtractSummary(
+                out=t.out,
+                n_images=n,
+                n_stored=len(store),
+                n_skipped=len(store.skipped),
+                n_shards=n_shards,
+                n_resumed=t.n_done,
+                seconds=seconds,
+                images_per_s=rows(t.todo) / seconds if seconds > 0 else 0.0,
+                device=str(dev) + (" (float16 autocast)" if use_amp else ""),
+                skip_reasons=dict(reasons),
+            )
+        )
+    return summaries
 
 
 @dataclass
@@ -327,15 +410,16 @@ class ShardJob:
     """Everything needed to compute and write shards; the same for every executor.
 
     Shard k covers samples ``k * shard_size ..``; its batches never cross the shard boundary,
-    so any process computing shard k produces the same arrays.
+    so any process computing shard k produces the same arrays. Several models share each
+    decoded batch (``models[i]`` fills the arrays ``specs[i]`` of its own store).
     """
 
-    model: ModelAdapter
+    models: list[ModelAdapter]
     source: ImageSource
     preset: str
     corruption: Callable[[Any, int], Any] | None
     detectors: list[ModelDetector]
-    spec: dict[str, tuple[int, ...]]
+    specs: list[dict[str, tuple[int, ...]]]
     const_groups: dict[str, Any]
     n: int
     shard_size: int
@@ -349,54 +433,71 @@ class ShardJob:
     def run(
         self,
         shards: Sequence[int],
-        writer: StoreWriter,
+        writers: Sequence[StoreWriter],
         dev: torch.device,
         advance: Callable[[int], Any] = lambda m: None,
+        needs: Sequence[set[int]] | None = None,
     ) -> None:
-        """Compute ``shards`` on ``dev`` and write each one as soon as it is complete."""
-        model, source = self.model, self.source
-        model.to(dev)
-        model.module.eval()
-        # uint8 through the loader (and onto the device); normalised a batch at a time
+        """Compute ``shards`` on ``dev`` and write each one as soon as it is complete.
+
+        ``writers[i]`` receives model i's shards; ``needs[i]``, when given, limits model i to
+        those shards (default: every shard in ``shards``).
+        """
+        for model in self.models:
+            model.to(dev)
+            model.module.eval()
+        # uint8 through the loader (and onto the device); each model normalises a batch at once
         dataset = ImageDataset(
-            source, self.preset, model.mean, model.std, self.corruption, normalize=False
-        )
+            self.source, self.preset, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), self.corruption,
+            normalize=False,
+        )  # fmt: skip
         loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
             dataset,  # type: ignore[arg-type]
             batch_sampler=list(_batches(list(shards), self.n, self.shard_size, self.batch_size)),
             num_workers=self.workers,
             pin_memory=dev.type == "cuda",
         )
+        wanted = [set(shards) if needs is None else set(needs[i]) for i in range(len(writers))]
         try:
-            self._loop(loader, dataset.normalize_batch, writer, dev, advance)
+            self._loop(loader, writers, wanted, dev, advance)
         except BaseException:
             with contextlib.suppress(Exception):  # keep the shards written before the error
-                writer.flush()
+                for writer in writers:
+                    writer.flush()
             raise
-        writer.flush()
+        for writer in writers:
+            writer.flush()
 
     def _loop(
         self,
         loader: Any,
-        normalize: Callable[[torch.Tensor], torch.Tensor],
-        writer: StoreWriter,
+        writers: Sequence[StoreWriter],
+        wanted: Sequence[set[int]],
         dev: torch.device,
         advance: Callable[[int], Any],
     ) -> None:
-        model, source, spec = self.model, self.source, self.spec
-        acc = _empty(spec)
+        source = self.source
+        accs = [_empty(spec) for spec in self.specs]
         seen = 0
         with torch.inference_mode():
             for x, idx, errs in loader:
                 idx_list = [int(i) for i in idx]
                 k = idx_list[0] // self.shard_size
+                active = [m for m in range(len(self.models)) if k in wanted[m]]
                 ok = [j for j, e in enumerate(errs) if not e]
-                for j, e in enumerate(errs):
-                    if e:
-                        i = idx_list[j]
-                        acc["skip"].append({"sample_id": i, "path": source.names[i], "reason": e})
+                skips = [
+                    {"sample_id": idx_list[j], "path": source.names[idx_list[j]], "reason": e}
+                    for j, e in enumerate(errs)
+                    if e
+                ]
                 if ok:
-                    xb = normalize(x[ok].to(dev, non_blocking=True))
+                    x8 = x[ok].to(dev, non_blocking=True)
+                for m in active:
+                    acc, model = accs[m], self.models[m]
+                    acc["skip"].extend(dict(r) for r in skips)
+                    if not ok:
+                        continue
+                    xb = normalize_batch(x8, model.mean, model.std)
                     with torch.autocast(dev.type, dtype=torch.float16, enabled=self.amp):
                         logits, feats = model(xb)
                         for det in self.detectors:
@@ -407,8 +508,9 @@ class ShardJob:
                 seen += len(idx_list)
                 advance(len(idx_list))
                 if seen == self.shard_rows(k):
-                    _flush(writer, k, acc, source, self.const_groups, spec)
-                    acc = _empty(spec)
+                    for m in active:
+                        _flush(writers[m], k, accs[m], source, self.const_groups, self.specs[m])
+                        accs[m] = _empty(self.specs[m])
                     seen = 0
 
 

@@ -75,10 +75,10 @@ class _Worker:
         torch.set_num_threads(1 if device_type == "cpu" else torch.get_num_threads())
         self.job = job
         self.dev = torch.device("cuda" if device_type == "cuda" else "cpu")
-        self.writer = StoreWriter.attach(out, arrays=job.spec, fsync=fsync)
+        self.writer = StoreWriter.attach(out, arrays=job.specs[0], fsync=fsync)
 
     def run(self, shard: int) -> int:
-        self.job.run([shard], self.writer, self.dev)
+        self.job.run([shard], [self.writer], self.dev)
         self.writer.flush()  # committed before the driver counts it
         return shard
 
