@@ -110,3 +110,47 @@ def test_images_are_extracted_scored_and_sanity_checked(image_config):
     assert again.stages["extract"].computed == [] and len(again.stages["extract"].reused) == 12
     assert all(rec.cached for rec in again.stages.values())
     pd.testing.assert_frame_equal(again.results, result.results)
+
+
+def test_random_copies_share_the_pass_and_each_store_is_cached_alone(image_config, monkeypatch):
+    """The configured model and its random copies are extracted in one pass over each source;
+    the stores are those of one model per pass, and a lost entry is recomputed alone."""
+    import shutil
+
+    import pandas as pd
+
+    from semshift.features import open_store
+    from semshift.features.data import open_source
+    from semshift.features.extract import extract
+    from semshift.features.models import load_model
+    from semshift.protocols import runner
+
+    root, base = image_config
+    together = run({**base, "output": str(root / "together")}, progress=False)
+    monkeypatch.setattr(runner, "MODELS_PER_PASS_BYTES", 1)  # one model per pass
+    alone = run({**base, "output": str(root / "alone")}, progress=False)
+    keys = together.stages["extract"].keys
+    assert keys == alone.stages["extract"].keys and len(keys) == 12
+
+    def store(out, label):
+        return open_store(root / out / ".cache" / "extract" / keys[label])
+
+    for label in keys:
+        assert store("together", label).checksums() == store("alone", label).checksums(), label
+    pd.testing.assert_frame_equal(together.results, alone.results)
+    # the random copy's store is what extracting that model alone writes
+    direct = root / "direct"
+    extract(
+        load_model(MODEL, random_init=True, seed=1, num_classes=3),
+        open_source(root / "ood", root / "classes.txt", unknown="ood"),
+        direct, preset="resize32-crop32", batch_size=8, shard_size=16, scores=["odin"],
+        progress=False, fsync=False,
+    )  # fmt: skip
+    assert open_store(direct).checksums() == store("together", "ood (random seed 1)").checksums()
+    # one lost entry: only it is extracted again, to the same bytes
+    before = store("together", "ood (random seed 1)").checksums()
+    shutil.rmtree(root / "together" / ".cache" / "extract" / keys["ood (random seed 1)"])
+    again = run({**base, "output": str(root / "together")}, progress=False)
+    assert again.stages["extract"].computed == ["ood (random seed 1)"]
+    assert store("together", "ood (random seed 1)").checksums() == before
+    pd.testing.assert_frame_equal(again.results, together.results)

@@ -53,6 +53,9 @@ STAGES = ("split", "extract", "score", "evaluate", "report")
 MODEL_LEVEL = ("odin", "rankfeat")
 #: Rows per block when scoring a set (bounds memory for ImageNet-scale sets).
 BLOCK_ROWS = 16_384
+#: Parameter bytes of the models one extraction pass holds (the configured model and the sanity
+#: check's random copies share each decoded image; a larger model goes in several passes).
+MODELS_PER_PASS_BYTES = 2 << 30
 
 
 # --------------------------------------------------------------------------- results
@@ -374,40 +377,52 @@ class _Runner:
     def stage_extract(self) -> None:
         rec, t0 = self._stage("extract"), time.perf_counter()
         self._resolve_sources()
-        image_sources = [s for s in self.sources.values() if s.cfg.images is not None]
-        for s in image_sources:
-            s.store_path = self._extract(s, None, rec)
+        sanity = self.cfg.protocols.sanity
+        seeds = self._sanity_seeds(sanity) if sanity is not None else []
+        copies: dict[int, dict[str, _Source]] = {seed: {} for seed in seeds}
+        for s in [s for s in self.sources.values() if s.cfg.images is not None]:
+            # the configured model and every random copy see the images in one pass
+            jobs: list[tuple[_Source, int | None]] = [(s, None)]
+            if s.name != "id_val":
+                for seed in seeds:
+                    c = _Source(s.name, s.role, s.cfg, s.where, class_filter=s.class_filter)
+                    copies[seed][s.name] = c
+                    jobs.append((c, seed))
+            self._extract(jobs, rec)
         for s in self.sources.values():
             s.compute_key()
-        sanity = self.cfg.protocols.sanity
-        if sanity is not None:
-            self._sanity_sources(sanity, rec)
+        for seed, made in copies.items():
+            for c in made.values():
+                c.compute_key()
+            self.sanity_worlds[seed] = self._world(f"seed{seed}", made)
+        if sanity is not None and sanity.stores is not None:
+            self._sanity_stores(sanity.stores)
         self._check_classes()
         self._finish(rec, t0)
 
-    def _extract(self, s: _Source, seed: int | None, rec: StageRecord) -> Path:
-        """Extract one images source (seed None = the configured weights) into the cache."""
+    def _extract(self, jobs: Sequence[tuple[_Source, int | None]], rec: StageRecord) -> None:
+        """Extract one images source for the given models (seed None = the configured weights).
+
+        Each (source, seed) has its own cache entry; those not cached yet are extracted together,
+        decoding each image once (:func:`~semshift.features.extract.extract_many`), in passes of
+        as many models as :data:`MODELS_PER_PASS_BYTES` of parameters allow.
+        """
         from semshift.features.data import open_source
 
         m = self.cfg.model
-        assert m is not None and s.cfg.images is not None
-        unknown = s.cfg.unknown or ("ood" if s.role == "ood" else "error")
-        source = open_source(s.cfg.images, self.cfg.classes, unknown=unknown)
-        corr = s.cfg.corruption
-        weights_id = (
-            {"random_init_seed": seed}
-            if seed is not None
-            else {"weights": self.cache.file_checksum(m.weights) if m.weights else None}
-        )
+        first = jobs[0][0]
+        assert m is not None and first.cfg.images is not None
+        unknown = first.cfg.unknown or ("ood" if first.role == "ood" else "error")
+        source = open_source(first.cfg.images, self.cfg.classes, unknown=unknown)
+        corr = first.cfg.corruption
         # model-level detectors score evaluated sets only: no ODIN passes over training images
-        scores = [] if s.role in ("id_train", "id_val") else self._model_level_requested()
+        scores = [] if first.role in ("id_train", "id_val") else self._model_level_requested()
         desc = {
             "model": m.name,
             "num_classes": m.num_classes,
             "kwargs": m.kwargs,
             "preset": m.preset,
             "shard_size": m.shard_size,
-            **weights_id,
             "images": source.fingerprint(),
             "classes": self.cfg.classes,
             "unknown": unknown,
@@ -415,80 +430,96 @@ class _Runner:
             "corruption_seed": self.cfg.seed,
             "scores": {n: self._model_level_params(n) for n in scores},
         }
-        key = stable_hash(desc)
-        label = f"{s.name}" + (f" (random seed {seed})" if seed is not None else "")
-        rec.keys[label] = key
-        path = self.cache.dir("extract", key)
-        if (path / "meta.json").is_file() and not self.force:
-            rec.reused.append(label)
-            return path
-        if self.force and path.exists():
-            import shutil
+        todo: list[tuple[str, int | None, Path]] = []
+        for s, seed in jobs:
+            weights_id = (
+                {"random_init_seed": seed}
+                if seed is not None
+                else {"weights": self.cache.file_checksum(m.weights) if m.weights else None}
+            )
+            key = stable_hash({**desc, **weights_id})
+            label = f"{s.name}" + (f" (random seed {seed})" if seed is not None else "")
+            rec.keys[label] = key
+            s.store_path = path = self.cache.dir("extract", key)
+            if (path / "meta.json").is_file() and not self.force:
+                rec.reused.append(label)
+                continue
+            if self.force and path.exists():
+                import shutil
 
-            shutil.rmtree(path)
-        self.log.line(f"extract: {label} ({len(source)} images) -> .cache/extract/{key}")
-        adapter = self._adapter(seed)
-        from semshift.features.extract import extract
+                shutil.rmtree(path)
+            todo.append((label, seed, path))
+        if not todo:
+            return
+        from semshift.features.extract import extract_many
         from semshift.features.model_detectors import get_model_detector
 
-        dets = []
-        for n in scores:
-            if n == "rankfeat" and not adapter.has_feature_map:
-                self.notes.setdefault("skipped_model_level", {})[n] = (
-                    f"model {m.name!r} exposes no feature map (CNN adapters only)"
-                )
-                continue
-            dets.append(get_model_detector(n, **self._model_level_params(n)))
         corruption = None
         if corr is not None:
             from semshift.features.corruptions import Corruption
 
             seed_c = corr.seed if corr.seed is not None else self.cfg.seed
             corruption = Corruption(corr.name, corr.severity, seed=seed_c)
-        extract(
-            adapter,
-            source,
-            path,
-            preset=m.preset,
-            batch_size=m.batch_size,
-            shard_size=m.shard_size,
-            workers=m.workers,
-            device=m.device,
-            corruption=corruption,
-            scores=dets,
-            progress=self.log.enabled,
-            fsync=False,
-        )
-        rec.computed.append(label)
-        return path
+        per_pass = self._models_per_pass()
+        for start in range(0, len(todo), per_pass):
+            part = todo[start : start + per_pass]
+            adapters = self._adapters([seed for _, seed, _ in part])
+            dets = []
+            for n in scores:
+                if n == "rankfeat" and not adapters[0].has_feature_map:
+                    self.notes.setdefault("skipped_model_level", {})[n] = (
+                        f"model {m.name!r} exposes no feature map (CNN adapters only)"
+                    )
+                    continue
+                dets.append(get_model_detector(n, **self._model_level_params(n)))
+            for label, _, path in part:
+                self.log.line(
+                    f"extract: {label} ({len(source)} images) -> .cache/extract/{path.name}"
+                )
+            extract_many(
+                adapters,
+                source,
+                [path for _, _, path in part],
+                preset=m.preset,
+                batch_size=m.batch_size,
+                shard_size=m.shard_size,
+                workers=m.workers,
+                device=m.device,
+                corruption=corruption,
+                scores=dets,
+                progress=self.log.enabled,
+                fsync=False,
+            )
+            rec.computed.extend(label for label, _, _ in part)
 
-    def _adapter(self, seed: int | None) -> Any:
-        if seed is None:
-            if self.model_adapter is None:
-                self.model_adapter = self._load_model(None)
-            return self.model_adapter
+    def _models_per_pass(self) -> int:
+        """How many models one extraction pass holds: their parameters within the budget."""
+        if self.cfg.protocols.sanity is None:
+            return 1
+        if self.model_adapter is None:
+            self.model_adapter = self._load_model(None)
+        size = sum(p.numel() * p.element_size() for p in self.model_adapter.module.parameters())
+        return max(1, MODELS_PER_PASS_BYTES // max(size, 1))
+
+    def _adapters(self, seeds: Sequence[int | None]) -> list[Any]:
+        """The models for ``seeds`` (None = the configured weights); random copies are kept
+        between sources when they fit one pass, and rebuilt identically from their seed if not."""
+        if None in seeds and self.model_adapter is None:
+            self.model_adapter = self._load_model(None)
         cache = self.__dict__.setdefault("_random_models", {})
-        if seed not in cache:
-            cache.clear()  # one random model in memory at a time
+        wanted = {seed for seed in seeds if seed is not None}
+        if len(set(cache) | wanted) > self._models_per_pass():
+            for seed in set(cache) - wanted:
+                del cache[seed]
+        for seed in sorted(wanted - set(cache)):
             cache[seed] = self._load_model(seed)
-        return cache[seed]
+        return [self.model_adapter if seed is None else cache[seed] for seed in seeds]
 
-    def _sanity_sources(self, sanity: Any, rec: StageRecord) -> None:
+    def _sanity_seeds(self, sanity: Any) -> list[int]:
+        """The random-init seeds whose copies this run extracts (none for precomputed stores)."""
         cfg = self.cfg
         if sanity.stores is not None:
-            for seed, stores in sorted(sanity.stores.items()):
-                made: dict[str, _Source] = {}
-                for name, path in stores.items():
-                    base = self.sources[name]
-                    s = _Source(
-                        name, base.role, base.cfg, f"{cfg.source}: protocols.sanity.stores."
-                        f"{seed}.{name}", store_path=path, class_filter=base.class_filter,
-                    )  # fmt: skip
-                    s.compute_key()
-                    made[name] = s
-                self.sanity_worlds[seed] = self._world(f"seed{seed}", made)
-            return
-        seeds = [cfg.seed + k for k in range(sanity.n_models)]
+            return []
         usable = {n: s for n, s in self.sources.items() if s.cfg.images is not None}
         missing = [n for n in ("id_train", "id_test") if n not in usable]
         if missing:
@@ -502,13 +533,18 @@ class _Runner:
             self.notes["sanity_skipped_sets"] = {
                 n: "a feature store, not images: no random-model copy" for n in skipped
             }
-        for seed in seeds:
-            made = {}
-            for name, base in usable.items():
-                if name == "id_val":
-                    continue
-                s = _Source(name, base.role, base.cfg, base.where, class_filter=base.class_filter)
-                s.store_path = self._extract(s, seed, rec)
+        return [cfg.seed + k for k in range(sanity.n_models)]
+
+    def _sanity_stores(self, stores: Mapping[int, Mapping[str, Path]]) -> None:
+        """Sanity worlds from precomputed random-model stores."""
+        for seed, paths in sorted(stores.items()):
+            made: dict[str, _Source] = {}
+            for name, path in paths.items():
+                base = self.sources[name]
+                s = _Source(
+                    name, base.role, base.cfg, f"{self.cfg.source}: protocols.sanity.stores."
+                    f"{seed}.{name}", store_path=path, class_filter=base.class_filter,
+                )  # fmt: skip
                 s.compute_key()
                 made[name] = s
             self.sanity_worlds[seed] = self._world(f"seed{seed}", made)
