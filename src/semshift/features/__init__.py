@@ -8,7 +8,8 @@ Modules (a reader finds each thing by its file name):
 - :mod:`~semshift.features.models`: model adapters (torchvision, timm, open_clip, forward hook),
   the model registry, safe weight loading, seeded Kaiming initialisation.
 - :mod:`~semshift.features.data`: image sources (folder tree, file list) and presets.
-- :mod:`~semshift.features.extract`: resumable extraction into a store (``semshift extract``).
+- :mod:`~semshift.features.extract`: resumable extraction into a store (``semshift extract``);
+  ``extract_many`` extracts several models over the same images in one pass.
 - :mod:`~semshift.features.model_detectors`: ``odin`` and ``rankfeat``, computed during
   extraction and stored as score columns.
 - :mod:`~semshift.features.corruptions`: ImageNet-C corruptions (covariate shift).

@@ -472,10 +472,10 @@ class _Runner:
                     )
                     continue
                 dets.append(get_model_detector(n, **self._model_level_params(n)))
-            for label, _, path in part:
-                self.log.line(
-                    f"extract: {label} ({len(source)} images) -> .cache/extract/{path.name}"
-                )
+            through = ", ".join(
+                "weights" if seed is None else f"random seed {seed}" for _, seed, _ in part
+            )
+            self.log.line(f"extract: {first.name} ({len(source)} images; {through})")
             extract_many(
                 adapters,
                 source,
