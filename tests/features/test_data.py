@@ -163,5 +163,9 @@ def test_fingerprint_tracks_files_and_labels(tmp_path):
             for f in sorted((d / c).iterdir())]  # fmt: skip
     text = "\n".join(("a", "b")) + "".join(f"{n}\t{z}\t{k}\n" for n, z, k in rows)
     assert f1 == hashlib.sha256(text.encode()).hexdigest()
+    src = image_folder(tmp_path / "d")
+    assert src.fingerprint() == f1
     Image.new("RGB", (9, 9)).save(tmp_path / "d" / "a" / "0000.png")
+    # a source fingerprints its files once; a new listing sees the change
+    assert src.fingerprint() == f1
     assert image_folder(tmp_path / "d").fingerprint() != f1

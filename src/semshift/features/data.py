@@ -157,12 +157,23 @@ class ImageSource:
     classes: ClassList | None
     groups: dict[str, list[Any]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def fingerprint(self) -> str:
-        """SHA-256 over (name, file size, label) of every sample and the class ids."""
+        """SHA-256 over (name, file size, label) of every sample and the class ids.
+
+        Computed once per source (one ``stat`` per file): the runner's cache key and the
+        store's ``meta.json`` then record the same value. List the images again
+        (:func:`image_folder`, :func:`file_list`) to see later changes to the files.
+        """
+        if self._fingerprint is None:
+            self._fingerprint = self._compute_fingerprint()
+        return self._fingerprint
+
+    def _compute_fingerprint(self) -> str:
         sha = hashlib.sha256()
         if self.classes is not None:
             sha.update("\n".join(self.classes.ids).encode())
