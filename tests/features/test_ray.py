@@ -7,6 +7,7 @@ asking for it must fail with an error that says how to install it.
 from __future__ import annotations
 
 import importlib.util
+import shutil
 
 import pytest
 
@@ -36,9 +37,13 @@ def test_ray_executor_equals_local(tmp_path):
         return
     import ray
 
-    # a second model: extract_many on Ray extracts the models one after the other
+    # a second model: each actor computes a shard for both models at once (extract_many)
     other = load_model("timm/test_resnet", random_init=True, seed=5, num_classes=10)
     extract(other, src, tmp_path / "local2", **kw)
+    # the first model's store is unfinished (shard 3 missing); the second is not started
+    shutil.copytree(tmp_path / "local", tmp_path / "ray")
+    (tmp_path / "ray" / "meta.json").unlink()
+    (tmp_path / "ray" / "shards" / "00003.json").unlink()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         dist, dist2 = extract_many(
@@ -46,7 +51,8 @@ def test_ray_executor_equals_local(tmp_path):
         )
     finally:
         ray.shutdown()
-    assert (dist.n_stored, dist.n_skipped, dist.n_shards) == (200, 1, 9)
+    assert (dist.n_stored, dist.n_skipped, dist.n_shards, dist.n_resumed) == (200, 1, 9, 8)
+    assert dist2.n_resumed == 0
     assert (dist2.n_stored, dist2.n_skipped, dist2.n_shards) == (200, 1, 9)
     for here, there in (("local", "ray"), ("local2", "ray2")):
         a, b = open_store(tmp_path / here), open_store(tmp_path / there)

@@ -245,7 +245,8 @@ def extract_many(
     model alone (same batches, same checksums), and each is resumed on its own. The models
     may differ in architecture and normalisation (``mean``/``std``, applied per model to the
     shared uint8 batch), not in the resize and crop (``preset``). Parameters as
-    :func:`extract`; the ``ray`` executor extracts the models one after the other.
+    :func:`extract`; with the ``ray`` executor every actor holds all the models and computes a
+    shard for each model that still needs it.
 
     Returns
     -------
@@ -330,34 +331,27 @@ def extract_many(
         todo = [k for k in range(n_shards) if k not in done]
         targets.append(_Target(model, out, writer, spec, (w, b), todo, len(done)))
 
-    def job_for(group: Sequence[_Target]) -> ShardJob:
-        return ShardJob(
-            models=[t.model for t in group], source=source, preset=preset,
-            corruption=corruption, detectors=detectors, specs=[t.spec for t in group],
-            const_groups=const_groups, n=n, shard_size=shard_size, batch_size=batch_size,
-            workers=workers, amp=use_amp,
-        )  # fmt: skip
+    job = ShardJob(
+        models=[t.model for t in targets], source=source, preset=preset, corruption=corruption,
+        detectors=detectors, specs=[t.spec for t in targets], const_groups=const_groups, n=n,
+        shard_size=shard_size, batch_size=batch_size, workers=workers, amp=use_amp,
+    )  # fmt: skip
 
     t0 = time.perf_counter()
-    if executor == "local":
-        union = sorted({k for t in targets for k in t.todo})
-        with _progress(progress, n, n - rows(union)) as bar:
-            task = bar.add_task("extract", total=n, completed=n - rows(union))
-            job_for(targets).run(
-                union, [t.writer for t in targets], dev, lambda m: bar.advance(task, m),
-                needs=[set(t.todo) for t in targets],
-            )  # fmt: skip
-    else:
-        from semshift.features.ray_executor import run_on_ray
+    union = sorted({k for t in targets for k in t.todo})
+    needs = [set(t.todo) for t in targets]
+    writers = [t.writer for t in targets]
+    with _progress(progress, n, n - rows(union)) as bar:
+        task = bar.add_task("extract", total=n, completed=n - rows(union))
+        advance = functools.partial(bar.advance, task)
+        if executor == "local":
+            job.run(union, writers, dev, advance, needs=needs)
+        else:
+            from semshift.features.ray_executor import run_on_ray
 
-        for t in targets:
-            with _progress(progress, n, n - rows(t.todo)) as bar:
-                task = bar.add_task("extract", total=n, completed=n - rows(t.todo))
-                run_on_ray(
-                    job_for([t]), t.todo, t.writer, dev,
-                    functools.partial(bar.advance, task), ray_workers,
-                )  # fmt: skip
-                t.writer.reload()
+            run_on_ray(job, union, writers, dev, advance, ray_workers, needs=needs)
+            for writer in writers:
+                writer.reload()
     seconds = time.perf_counter() - t0
     summaries = []
     for t in targets:

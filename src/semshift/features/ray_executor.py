@@ -5,7 +5,8 @@ already done), then hands each missing shard to an actor. Every actor holds a co
 and writes its shards straight into the store with the same atomic writes as the local executor;
 the driver re-reads and verifies the commit records and writes the index and ``meta.json``. A
 shard is computed with the same batches wherever it runs, so the store equals the local
-executor's on the same kind of device.
+executor's on the same kind of device. With several models (``extract_many``) every actor holds
+all of them and computes each shard once for every model whose store still needs it.
 
 Multi-node: the store directory must be on a file system every node mounts at the same path
 (NFS, Lustre, a cloud file store), and the images too. Start Ray on the nodes (``ray start
@@ -67,57 +68,76 @@ def ray_device(device: str | torch.device = "auto", address: str | None = None) 
 
 
 class _Worker:
-    """A Ray actor: computes shards of one job and writes them into the store."""
+    """A Ray actor: computes shards of one job and writes them into its stores."""
 
-    def __init__(self, job: ShardJob, out: str, device_type: str, fsync: bool) -> None:
+    def __init__(
+        self,
+        job: ShardJob,
+        outs: list[str],
+        needs: list[set[int]],
+        device_type: str,
+        fsync: bool,
+    ) -> None:
         from semshift.features.store import StoreWriter
 
         torch.set_num_threads(1 if device_type == "cpu" else torch.get_num_threads())
         self.job = job
+        self.needs = needs
         self.dev = torch.device("cuda" if device_type == "cuda" else "cpu")
-        self.writer = StoreWriter.attach(out, arrays=job.specs[0], fsync=fsync)
+        self.writers = [
+            StoreWriter.attach(out, arrays=spec, fsync=fsync)
+            for out, spec in zip(outs, job.specs, strict=True)
+        ]
 
     def run(self, shard: int) -> int:
-        self.job.run([shard], [self.writer], self.dev)
-        self.writer.flush()  # committed before the driver counts it
+        self.job.run([shard], self.writers, self.dev, needs=self.needs)
+        for writer in self.writers:
+            writer.flush()  # committed before the driver counts it
         return shard
 
 
 def run_on_ray(
     job: ShardJob,
     shards: Sequence[int],
-    writer: StoreWriter,
+    writers: Sequence[StoreWriter],
     dev: torch.device,
     advance: Callable[[int], Any] = lambda m: None,
     n_workers: int | None = None,
+    needs: Sequence[set[int]] | None = None,
 ) -> None:
     """Compute ``shards`` on Ray actors; returns once every shard is written.
 
     Parameters
     ----------
     job : ShardJob
-        What to compute (model, images, preprocessing, sizes).
+        What to compute (models, images, preprocessing, sizes).
     shards : sequence of int
         Shard numbers still to do.
-    writer : StoreWriter
-        The driver's writer (its path is where the actors write).
+    writers : sequence of StoreWriter
+        The driver's writers, one per model of ``job`` (their paths are where the actors write).
     dev : torch.device
         ``cuda`` (one GPU per actor) or ``cpu`` (one CPU per actor).
     advance : callable
         Called with the number of images of each finished shard (progress).
     n_workers : int, optional
         Actors to start (default: the cluster's GPUs for CUDA, else its CPUs).
+    needs : sequence of set of int, optional
+        The shards each model still needs (default: all of ``shards``); a shard is decoded
+        once and given to every model that needs it.
     """
     ray = _ensure_init()
     if not shards:
         return
+    wanted = [set(shards)] * len(writers) if needs is None else [set(n) for n in needs]
     res = ray.cluster_resources()
     use_gpu = dev.type == "cuda"
     cap = int(res.get("GPU", 0)) if use_gpu else int(res.get("CPU", 1))
     k = max(1, min(n_workers or cap, len(shards)))
     actor_cls = ray.remote(num_gpus=1 if use_gpu else 0, num_cpus=0 if use_gpu else 1)(_Worker)
     job_ref = ray.put(job)
-    actors = [actor_cls.remote(job_ref, str(writer.path), dev.type, writer.fsync) for _ in range(k)]
+    outs = [str(w.path) for w in writers]
+    fsync = writers[0].fsync
+    actors = [actor_cls.remote(job_ref, outs, wanted, dev.type, fsync) for _ in range(k)]
     pending = {actors[i % k].run.remote(s): s for i, s in enumerate(shards)}
     try:
         while pending:
