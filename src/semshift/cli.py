@@ -709,6 +709,179 @@ def run_config(
     _print_run(result)
 
 
+#: protocols ``semshift evaluate`` runs on stores alone (the others need a model or more config)
+EVALUATE_PROTOCOLS = ("osr", "newclass_failure", "generalisation")
+
+
+def _named_stores(items: list[str] | None, option: str) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise SemshiftError(f"{option}: expected NAME=STORE, got {item!r}")
+        if name in out or name in ("train", "val", "test"):
+            raise SemshiftError(f"{option}: set name {name!r} is taken; give each set its own name")
+        out[name] = Path(path)
+    return out
+
+
+def _selections(items: list[str] | None, sets: set[str]) -> dict[str, dict[str, list[object]]]:
+    """``SET:KEY=VALUE`` options -> per set, per column, the accepted values.
+
+    A value that reads as a number or a boolean also matches that number or boolean, so
+    ``severity=3`` selects an integer column as well as a text one.
+    """
+    out: dict[str, dict[str, list[object]]] = {}
+    for item in items or []:
+        name, colon, cond = item.partition(":")
+        key, eq, value = cond.partition("=")
+        if not colon or not eq or not key:
+            raise SemshiftError(f"--select: expected SET:KEY=VALUE, got {item!r}")
+        if name not in sets:
+            raise SemshiftError(
+                f"--select {item!r}: no set {name!r}; sets: {', '.join(sorted(sets))}"
+            )
+        values: list[object] = [value]
+        for conv in (int, float):
+            try:
+                values.append(conv(value))
+                break
+            except ValueError:
+                continue
+        if value.lower() in ("true", "false"):
+            values.append(value.lower() == "true")
+        out.setdefault(name, {}).setdefault(key, []).extend(values)
+    return out
+
+
+@app.command("evaluate")
+def evaluate_stores(
+    train: Annotated[
+        Path, typer.Option(help="Feature store of ID training data (fits detectors).")
+    ],
+    test: Annotated[Path, typer.Option(help="Feature store of ID test data.")],
+    ood: Annotated[
+        list[str] | None, typer.Option(help="Semantic-shift set NAME=STORE (repeatable).")
+    ] = None,
+    covariate: Annotated[
+        list[str] | None,
+        typer.Option(help="Covariate-shift set NAME=STORE: ID classes, labels known (repeatable)."),
+    ] = None,
+    val: Annotated[
+        Path | None, typer.Option(help="Feature store of ID validation data (temperature etc.).")
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Rows of one set by a group column, SET:KEY=VALUE with SET train, val, test or "
+            "a set name (repeatable; values of one key are alternatives)."
+        ),
+    ] = None,
+    detector: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--detector", "-d", help="Detector name (repeatable; default: all the stores allow)."
+        ),
+    ] = None,
+    protocol: Annotated[
+        list[str] | None,
+        typer.Option(help="osr (default), newclass_failure, generalisation (repeatable)."),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(help="Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out)."),
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option(help="Bootstrap resamples for confidence intervals (0: none).")
+    ] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    out: Annotated[Path, typer.Option(help="Output directory (results, scores, cache).")] = Path(
+        "runs/evaluate"
+    ),
+    report: Annotated[
+        bool, typer.Option("--report/--no-report", help="Write report.html and report.md.")
+    ] = True,
+    force: Annotated[
+        bool, typer.Option("--force", help="Recompute every stage, ignoring the cache.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
+    ] = False,
+) -> None:
+    """Evaluate detectors on feature stores: fit on --train, score --test and the shifted sets.
+
+    What semshift run does with a config of stores; that config goes to OUT/config.json.
+    """
+    import json
+
+    from semshift.protocols.runner import run
+
+    oods = _named_stores(ood, "--ood")
+    covs = _named_stores(covariate, "--covariate")
+    clash = sorted(set(oods) & set(covs))
+    if clash:
+        raise SemshiftError(f"--ood and --covariate: set name(s) {', '.join(clash)} given twice")
+    if not oods and not covs:
+        raise SemshiftError("give at least one --ood NAME=STORE or --covariate NAME=STORE")
+    protocols = list(dict.fromkeys(protocol or ["osr"]))
+    bad = [p for p in protocols if p not in EVALUATE_PROTOCOLS]
+    if bad:
+        raise SemshiftError(
+            f"--protocol {bad[0]!r}: evaluate runs {', '.join(EVALUATE_PROTOCOLS)}; the others "
+            "need a model or more settings: use semshift run with a config"
+        )
+    names = {"train": "id_train", "val": "id_val", "test": "id_test"}
+    sel = _selections(select, {*names, *oods, *covs} - ({"val"} if val is None else set()))
+
+    def source(name: str, path: Path) -> dict[str, object]:
+        return {"store": str(path.absolute()), "select": sel.get(name, {})}
+
+    data: dict[str, object] = {"id_train": source("train", train), "id_test": source("test", test)}
+    if val is not None:
+        data["id_val"] = source("val", val)
+    data["sets"] = {
+        **{n: {**source(n, p), "role": "ood", "split": n} for n, p in oods.items()},
+        **{n: {**source(n, p), "role": "covariate"} for n, p in covs.items()},
+    }
+    cfg: dict[str, object] = {
+        "name": out.name or "evaluate",
+        "output": str(out.absolute()),
+        "seed": seed,
+        "data": data,
+        "detectors": list(dict.fromkeys(detector)) if detector else "all",
+        "protocols": {p: {} for p in protocols},
+        "bootstrap": {"n_resamples": bootstrap, "seed": seed},
+        "report": {"formats": ["html", "md"]} if report else None,
+    }
+    if metric:
+        cfg["metrics"] = list(dict.fromkeys(metric))
+    result = run(cfg, progress=not quiet, force=force)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    _print_run(result)
+
+
+@app.command("report")
+def report_run(
+    run_dir: Annotated[Path, typer.Argument(help="Output directory of semshift run / evaluate.")],
+    format: Annotated[
+        list[str] | None, typer.Option("--format", help="html and/or md (default both).")
+    ] = None,
+    title: Annotated[
+        str | None, typer.Option(help="Report title (default: the run's name).")
+    ] = None,
+) -> None:
+    """Write the report of a finished run again (tables and figures from its results)."""
+    from semshift.report import write_report
+
+    t0 = time.perf_counter()
+    paths = write_report(run_dir, formats=tuple(format or ("html", "md")), title=title)
+    for kind in ("html", "md"):
+        path = getattr(paths, kind, None)
+        if path is not None:
+            console.print(f"report: {path}")
+    console.print(f"{len(paths.figures)} figures in {time.perf_counter() - t0:.1f} s")
+
+
 def _print_run(result: RunResult) -> None:
     """The headline table, the errors the run went on after, and where everything is."""
     from semshift.report import headline_table
