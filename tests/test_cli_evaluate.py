@@ -117,8 +117,13 @@ def test_numeric_selections_and_bad_options_are_one_line(stores, tmp_path, semsh
         ("--ood", f"a={stores['ood']}", "--covariate", f"a={stores['cov']}"): "set name(s) a "
         "given twice",
         (): "give at least one --ood NAME=STORE or --covariate NAME=STORE",
-        ("--ood", f"a={tmp_path / 'none'}"): "data.sets.a.store",
-        ("--ood", f"a={stores['ood']}", "--select", "a:split=medium"): "the set has zero samples",
+        ("--ood", f"a={tmp_path / 'none'}"): f"--ood a: feature store {tmp_path / 'none'} does "
+        "not exist",
+        ("--covariate", f"c={stores['ood']}"): "--covariate c: a covariate set needs known labels",
+        ("--ood", f"a={stores['ood']}", "-d", "mps"): "--detector: unknown detector 'mps'",
+        ("--ood", f"a={stores['ood']}", "--bootstrap", "-1"): "--bootstrap: input should be",
+        ("--ood", f"a={stores['ood']}", "--select", "a:split=medium"): "--ood a: the set has zero "
+        "samples",
     }
     for extra, message in cases.items():
         bad = semshift(*base, *extra, "--out", str(tmp_path / "bad"))

@@ -814,6 +814,7 @@ def evaluate_stores(
     """
     import json
 
+    from semshift.protocols.config import load_config
     from semshift.protocols.runner import run
 
     oods = _named_stores(ood, "--ood")
@@ -855,9 +856,40 @@ def evaluate_stores(
     }
     if metric:
         cfg["metrics"] = list(dict.fromkeys(metric))
-    result = run(cfg, progress=not quiet, force=force)
+    where = "semshift evaluate"
+    try:
+        result = run(load_config(cfg, source=where), progress=not quiet, force=force)
+    except SemshiftError as err:  # name the option, not the config key it became
+        raise SemshiftError(_option_words(str(err), where, set(oods))) from None
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     _print_run(result)
+
+
+def _option_words(message: str, where: str, oods: set[str]) -> str:
+    """``<where>: data.sets.easy.store: ...`` -> ``--ood easy: ...`` (evaluate's options)."""
+    import re
+
+    if not message.startswith(f"{where}: "):
+        return message
+    key, sep, rest = message[len(where) + 2 :].partition(": ")
+    if not sep:
+        return message
+    fixed = {"data.id_train": "--train", "data.id_test": "--test", "data.id_val": "--val"}
+    m = re.fullmatch(r"(data\.id_\w+|data\.sets\.([^.]+))(\.select\b.*)?(\.\w+)?", key)
+    if m is not None:
+        name = m.group(2)
+        if name is not None:
+            option = f"--ood {name}" if name in oods else f"--covariate {name}"
+        else:
+            option = fixed.get(m.group(1), m.group(1))
+        if m.group(3):
+            option = f"--select for {option}"
+        return f"{option}: {rest}"
+    for prefix, option in (("detectors", "--detector"), ("metrics", "--metric"),
+                           ("bootstrap", "--bootstrap"), ("protocols", "--protocol")):  # fmt: skip
+        if key.startswith(prefix):
+            return f"{option}: {rest}"
+    return message
 
 
 @app.command("report")

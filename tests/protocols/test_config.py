@@ -96,6 +96,11 @@ def test_missing_files_are_named(tmp_path):
     cfg["data"]["sets"] = {"easy": {"role": "ood", "store": "stores/nothing"}}
     msg = _error(cfg, base_dir=tmp_path)
     assert msg.startswith("config: data.sets.easy.store: feature store ")
+    # a mapping built by a tool is named as the tool says
+    msg = _error(cfg, base_dir=tmp_path, source="semshift evaluate")
+    assert msg.startswith("semshift evaluate: data.sets.easy.store: feature store ")
+    cfg["detectors"], cfg["data"]["sets"] = ["mps"], {}
+    assert _error(cfg, base_dir=tmp_path, source="tool").startswith("tool: detectors[0]: ")
     assert str((tmp_path / "stores" / "nothing").resolve()) in msg
     assert "does not exist" in msg
     assert (

@@ -531,6 +531,7 @@ def load_config(
     *,
     base_dir: str | Path | None = None,
     check_files: bool = True,
+    source: str = "config",
 ) -> RunConfig:
     """Validate a run configuration from a YAML file, a dict or a :class:`RunConfig`.
 
@@ -543,6 +544,8 @@ def load_config(
         current directory for a dict.
     check_files : bool
         Check that every named file and store exists (default).
+    source : str
+        What messages call a mapping config (default ``"config"``); a file is named by its path.
 
     Returns
     -------
@@ -567,7 +570,7 @@ def load_config(
         elif isinstance(config, Mapping):
             data = dict(config)
             base = Path(base_dir) if base_dir is not None else Path.cwd()
-            where = "config"
+            where = source
         else:
             raise InputError(f"config: expected a path or a mapping, got {type(config).__name__}")
         try:
