@@ -20,6 +20,7 @@ every stored array once (the I/O floor of one pass over the data).
 Usage::
 
     nice -n 5 .venv/bin/python benchmarks/bench_run.py --root /tmp/bench_run [--train 10000]
+        [--clean]   # the generated stores (about 5 GB) are kept for the next run unless --clean
 """
 
 from __future__ import annotations
@@ -226,6 +227,9 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=Path("/tmp/semshift_bench_run"))
     ap.add_argument("--train", type=int, default=10_000, help="id_train rows (10 per class)")
     ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument(
+        "--clean", action="store_true", help="delete --root at the end (default: keep the data)"
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -276,6 +280,12 @@ def main() -> None:
     score_eval = first["stages"]["score"] + first["stages"]["evaluate"]
     print(f"score + evaluate: {score_eval:.1f} s (target 600 s), peak {first['peak_gb']:.2f} GB "
           f"(target 12 GB); {score_eval / floor:.1f}x the read floor")  # fmt: skip
+    if args.clean:
+        shutil.rmtree(args.root, ignore_errors=True)
+        print(f"deleted {args.root}")
+    else:
+        size = sum(f.stat().st_size for f in args.root.rglob("*") if f.is_file())
+        print(f"kept {args.root} ({size / 1e9:.1f} GB) for the next run; --clean deletes it")
 
 
 if __name__ == "__main__":
