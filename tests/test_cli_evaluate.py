@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from semshift import detectors
-from semshift.cli import _selections, main
+from semshift.cli import _detector_spec, _selections, main
 from semshift.features import open_store
 from tests.protocols.conftest import build_stores
 
@@ -41,7 +41,7 @@ def _args(stores, out, *extra):
         "evaluate", "--train", str(stores["train"]), "--test", str(stores["test"]),
         "--ood", f"easy={stores['ood']}", "--select", "easy:split=easy",
         "--ood", f"hard={stores['ood']}", "--select", "hard:split=hard",
-        "--covariate", f"cov={stores['cov']}", "-d", "msp", "-d", "energy", "-d", "knn",
+        "--covariate", f"cov={stores['cov']}", "-d", "msp", "-d", "energy", "-d", "knn:k=3",
         "--bootstrap", "20", "--out", str(out), "--quiet", *extra,
     ]  # fmt: skip
 
@@ -71,6 +71,7 @@ def test_evaluate_stores_and_repeat_it_from_the_written_config(stores, tmp_path,
     # the written config repeats the run from the cache
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["data"]["sets"]["easy"]["select"] == {"split": ["easy"]}
+    assert cfg["detectors"][2] == {"name": "knn", "params": {"k": 3}}
     again = semshift("run", str(out / "config.json"), "--quiet")
     assert again.returncode == 0, again.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), table)
@@ -98,6 +99,10 @@ def test_numeric_selections_and_bad_options_are_one_line(stores, tmp_path, semsh
     assert _selections(["a:f=0.5", "a:ok=True"], {"a"}) == {
         "a": {"f": ["0.5", 0.5], "ok": ["True", True]}
     }
+    assert _detector_spec("knn") == {"name": "knn", "params": {}}
+    assert _detector_spec("nnguide:alpha=0.1, k=10,backend=numpy") == {
+        "name": "nnguide", "params": {"alpha": 0.1, "k": 10, "backend": "numpy"}
+    }  # fmt: skip
     out = tmp_path / "g"
     base = ["evaluate", "--train", str(stores["train"]), "--test", str(stores["test"]),
             "-d", "msp", "--bootstrap", "0", "--no-report", "--quiet"]  # fmt: skip
@@ -122,6 +127,13 @@ def test_numeric_selections_and_bad_options_are_one_line(stores, tmp_path, semsh
         ("--covariate", f"c={stores['ood']}"): "--covariate c: a covariate set needs known labels",
         ("--ood", f"a={stores['ood']}", "-d", "mps"): "--detector: unknown detector 'mps'",
         ("--ood", f"a={stores['ood']}", "--bootstrap", "-1"): "--bootstrap: input should be",
+        ("--ood", f"a={stores['ood']}", "-d", "knn:5"): "--detector 'knn:5': expected NAME or",
+        (
+            "--ood",
+            f"a={stores['ood']}",
+            "-d",
+            "knn:kk=5",
+        ): "--detector: knn has no hyperparameter kk",
         ("--ood", f"a={stores['ood']}", "--select", "a:split=medium"): "--ood a: the set has zero "
         "samples",
     }

@@ -754,6 +754,27 @@ def _selections(items: list[str] | None, sets: set[str]) -> dict[str, dict[str, 
     return out
 
 
+def _detector_spec(item: str) -> dict[str, object]:
+    """``knn`` or ``knn:k=50,backend=numpy`` -> a detector entry of the config.
+
+    Values are read as YAML scalars: ``k=50`` is an integer, ``p=0.9`` a float, ``x=true`` a
+    boolean.
+    """
+    import yaml
+
+    name, colon, rest = item.partition(":")
+    params: dict[str, object] = {}
+    for pair in rest.split(",") if colon else []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise SemshiftError(f"--detector {item!r}: expected NAME or NAME:KEY=VALUE,KEY=VALUE")
+        try:
+            params[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            params[key.strip()] = value
+    return {"name": name.strip(), "params": params}
+
+
 @app.command("evaluate")
 def evaluate_stores(
     train: Annotated[
@@ -780,7 +801,10 @@ def evaluate_stores(
     detector: Annotated[
         list[str] | None,
         typer.Option(
-            "--detector", "-d", help="Detector name (repeatable; default: all the stores allow)."
+            "--detector",
+            "-d",
+            help="Detector NAME or NAME:KEY=VALUE,... with parameters, e.g. knn:k=50 (repeatable; "
+            "default: every detector the stores allow).",
         ),
     ] = None,
     protocol: Annotated[
@@ -849,7 +873,7 @@ def evaluate_stores(
         "output": str(out.absolute()),
         "seed": seed,
         "data": data,
-        "detectors": list(dict.fromkeys(detector)) if detector else "all",
+        "detectors": [_detector_spec(d) for d in dict.fromkeys(detector)] if detector else "all",
         "protocols": {p: {} for p in protocols},
         "bootstrap": {"n_resamples": bootstrap, "seed": seed},
         "report": {"formats": ["html", "md"]} if report else None,
