@@ -277,3 +277,20 @@ def test_extract_many_refuses_mismatched_outputs(tmp_path, images, tiny):
     with pytest.raises(InputError, match="its own output store"):
         extract_many([tiny, tiny], src, [tmp_path / "a", tmp_path / "b" / ".." / "a"])
     assert not (tmp_path / "a").exists()
+
+
+def test_extract_many_with_different_architectures(tmp_path, images, tiny):
+    """Models of other widths and class counts share the pass; each store has its own schema."""
+    from semshift.features.extract import extract_many
+
+    src = image_folder(images)
+    wide = load_model("resnet18", random_init=True, seed=2, num_classes=5)
+    kw = {"preset": "resize36-crop32", "batch_size": 4, "shard_size": 7, "progress": False}
+    kw |= {"fsync": False, "scores": ("rankfeat",)}
+    extract_many([tiny, wide], src, [tmp_path / "m0", tmp_path / "m1"], **kw)
+    for i, m in enumerate([tiny, wide]):
+        extract(m, src, tmp_path / f"r{i}", **kw)
+        got, ref = open_store(tmp_path / f"m{i}"), open_store(tmp_path / f"r{i}")
+        assert got.checksums() == ref.checksums()
+        assert got.arrays("logits")[0].shape == (12, m.num_classes)
+        assert got.arrays("features")[0].shape == (12, m.feature_dim)
