@@ -374,7 +374,13 @@ def _provenance_blocks(run: RunData, fpr_note: str) -> list[Block]:
     if isinstance(prov.get("total_seconds"), int | float):
         timings.append(f"total: {prov['total_seconds']:.2f} s")
     if timings:
-        blocks.append(Paragraph("Stage timings:", tuple(timings)))
+        blocks.append(
+            Paragraph(
+                "Stage timings of the run in results.json when this report was written (a stage "
+                "taken from the cache counts only its lookup):",
+                tuple(timings),
+            )
+        )
     if prov.get("created"):
         blocks.append(Paragraph(f"Run created: {prov['created']}"))
     return blocks
