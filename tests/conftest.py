@@ -1,7 +1,10 @@
-"""Shared fixtures: the shipped WordNet (loaded once) and small generated hierarchies."""
+"""Shared fixtures: the shipped WordNet (loaded once), small generated hierarchies and the
+``semshift`` command run in this process."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,27 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture(scope="session")
 def wn() -> Taxonomy:
     return wordnet()
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def semshift(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``semshift ARGS`` in this process (the entry point the console script calls)."""
+    from semshift.cli import main
+
+    def call(*args: str) -> CliResult:
+        with pytest.raises(SystemExit) as info:
+            main(list(args))
+        out = capsys.readouterr()
+        return CliResult(int(info.value.code or 0), out.out, out.err)
+
+    return call
 
 
 @pytest.fixture

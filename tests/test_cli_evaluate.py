@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from semshift import detectors
-from semshift.cli import _detector_spec, _selections, main
+from semshift.cli import _detector_spec, _selections
 from semshift.features import open_store
 from tests.protocols.conftest import build_stores
 
@@ -18,22 +18,6 @@ from tests.protocols.conftest import build_stores
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     return build_stores(tmp_path_factory.mktemp("cli_evaluate"))
-
-
-class _Done:
-    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-@pytest.fixture
-def semshift(capsys):
-    def call(*args: str) -> _Done:
-        with pytest.raises(SystemExit) as info:
-            main(list(args))
-        out = capsys.readouterr()
-        return _Done(int(info.value.code or 0), out.out, out.err)
-
-    return call
 
 
 def _args(stores, out, *extra):

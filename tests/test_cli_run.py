@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from semshift.cli import main
 from tests.protocols.conftest import base_config, build_stores
 
 
@@ -20,26 +19,8 @@ def config_file(tmp_path_factory):
     return path
 
 
-class _Done:
-    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-@pytest.fixture
-def _semshift(capsys):
-    """``semshift ARGS`` in this process (the entry point the console script calls)."""
-
-    def call(*args: str) -> _Done:
-        with pytest.raises(SystemExit) as info:
-            main(list(args))
-        out = capsys.readouterr()
-        return _Done(int(info.value.code or 0), out.out, out.err)
-
-    return call
-
-
-def test_run_prints_the_output_path_and_headline(config_file, _semshift):
-    done = _semshift("run", str(config_file), "--quiet")
+def test_run_prints_the_output_path_and_headline(config_file, semshift):
+    done = semshift("run", str(config_file), "--quiet")
     assert done.returncode == 0, done.stderr
     out = config_file.parent / "out"
     assert str(out) in done.stdout
@@ -47,27 +28,27 @@ def test_run_prints_the_output_path_and_headline(config_file, _semshift):
     assert "AUROC Easy" in done.stdout and "OSCR Easy" in done.stdout
     assert (out / "results.parquet").is_file()
     assert done.stderr == ""  # --quiet: no progress lines
-    again = _semshift("run", str(config_file), "--force")
+    again = semshift("run", str(config_file), "--force")
     assert again.returncode == 0
     assert "score:" in again.stderr and "16 computed" in again.stderr  # stage timing lines
 
 
-def test_config_errors_exit_2_with_one_line(config_file, tmp_path, _semshift):
+def test_config_errors_exit_2_with_one_line(config_file, tmp_path, semshift):
     cfg = yaml.safe_load(config_file.read_text())
     cfg["data"]["sets"]["easy"]["store"] = 3
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(cfg))
-    done = _semshift("run", str(bad))
+    done = semshift("run", str(bad))
     assert done.returncode == 2
     assert done.stderr == f"error: {bad}: data.sets.easy.store: expected a path, got 3\n"
-    missing = _semshift("run", str(tmp_path / "nope.yaml"))
+    missing = semshift("run", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"error: config file {tmp_path / 'nope.yaml'} does not exist"
     cfg = yaml.safe_load(config_file.read_text())
     cfg["data"]["sets"]["easy"]["select"] = {"split": "medium"}
     cfg["output"] = str(tmp_path / "out")
     bad.write_text(yaml.safe_dump(cfg))
-    empty = _semshift("run", str(bad), "--quiet")
+    empty = semshift("run", str(bad), "--quiet")
     assert empty.returncode == 2
     assert empty.stderr.startswith(f"error: {bad}: data.sets.easy: the set has zero samples")
     assert empty.stderr.count("\n") == 1

@@ -39,6 +39,13 @@ console = Console(soft_wrap=True)  # paths and messages are never broken across 
 
 #: the --taxonomy option every taxonomy-aware command takes
 TaxonomyOption = Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")]
+#: the --force and --quiet options of the commands that drive the runner
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Recompute every stage, ignoring the cache.")
+]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
+]
 
 
 def _version(value: bool) -> None:
@@ -695,12 +702,8 @@ def extract_features(
 @app.command("run")
 def run_config(
     config: Annotated[Path, typer.Argument(help="YAML run configuration (see examples/configs).")],
-    force: Annotated[
-        bool, typer.Option("--force", help="Recompute every stage, ignoring the cache.")
-    ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
-    ] = False,
+    force: ForceOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Run a benchmark: split, extract, score, evaluate and report, each stage cached."""
     from semshift.protocols.runner import run
@@ -825,12 +828,8 @@ def evaluate_stores(
     report: Annotated[
         bool, typer.Option("--report/--no-report", help="Write report.html and report.md.")
     ] = True,
-    force: Annotated[
-        bool, typer.Option("--force", help="Recompute every stage, ignoring the cache.")
-    ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
-    ] = False,
+    force: ForceOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Evaluate detectors on feature stores: fit on --train, score --test and the shifted sets.
 

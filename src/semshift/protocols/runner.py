@@ -251,6 +251,7 @@ class _Runner:
         self.sources: dict[str, _Source] = {}
         self.sanity_worlds: dict[int, _World] = {}
         self.model_adapter: Any = None
+        self._random_models: dict[int, Any] = {}  # random-init copies kept between sources
         self.results = pd.DataFrame()
         self.report_paths: Any = None
         self.t_start = time.perf_counter()
@@ -463,7 +464,7 @@ class _Runner:
         per_pass = self._models_per_pass()
         for start in range(0, len(todo), per_pass):
             part = todo[start : start + per_pass]
-            adapters = self._adapters([seed for _, seed, _ in part])
+            adapters = self._adapters([seed for _, seed, _ in part], keep=per_pass)
             dets = []
             for n in scores:
                 if n == "rankfeat" and not adapters[0].has_feature_map:
@@ -501,14 +502,14 @@ class _Runner:
         size = sum(p.numel() * p.element_size() for p in self.model_adapter.module.parameters())
         return max(1, MODELS_PER_PASS_BYTES // max(size, 1))
 
-    def _adapters(self, seeds: Sequence[int | None]) -> list[Any]:
-        """The models for ``seeds`` (None = the configured weights); random copies are kept
-        between sources when they fit one pass, and rebuilt identically from their seed if not."""
+    def _adapters(self, seeds: Sequence[int | None], keep: int) -> list[Any]:
+        """The models for ``seeds`` (None = the configured weights). Up to ``keep`` random copies
+        stay loaded between sources; others are rebuilt, identically, from their seed."""
         if None in seeds and self.model_adapter is None:
             self.model_adapter = self._load_model(None)
-        cache = self.__dict__.setdefault("_random_models", {})
+        cache = self._random_models
         wanted = {seed for seed in seeds if seed is not None}
-        if len(set(cache) | wanted) > self._models_per_pass():
+        if len(set(cache) | wanted) > keep:
             for seed in set(cache) - wanted:
                 del cache[seed]
         for seed in sorted(wanted - set(cache)):
