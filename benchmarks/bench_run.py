@@ -171,7 +171,7 @@ def config(paths: dict[str, Path], out: Path, n_resamples: int) -> dict[str, Any
 
 def evaluate(cfg_file: Path) -> None:
     """Child process: run the config, print one JSON line with the figures."""
-    from semshift.protocols import run
+    from semshift.run import run
 
     cfg = json.loads(cfg_file.read_text())
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 from semshift import detectors
 from semshift.cli import _detector_spec, _selections
 from semshift.features import open_store
-from tests.protocols.conftest import build_stores
+from tests.run.conftest import build_stores
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.protocols.conftest import base_config, build_stores
+from tests.run.conftest import base_config, build_stores
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from semshift import __version__
 from semshift.errors import SemshiftError
 
 if TYPE_CHECKING:
-    from semshift.protocols.runner import RunResult
+    from semshift.run import RunResult
     from semshift.splits.ssb import SSBResult
 
 app = typer.Typer(
@@ -574,15 +574,13 @@ def demo(
     size: Annotated[
         str, typer.Option(help="'full' (48 ID characters), or 'small': a quick smoke test.")
     ] = "full",
-    force: Annotated[
-        bool, typer.Option("--force", help="Recompute every run stage, ignoring the cache.")
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+    force: ForceOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Run the offline demo: glyph images, a small CNN, every detector and protocol, a report."""
     from semshift.demo import build_demo_data
     from semshift.demo.presets import get_preset
-    from semshift.protocols.runner import run
+    from semshift.run import run
 
     t0 = time.perf_counter()
     preset = get_preset(size)
@@ -706,7 +704,7 @@ def run_config(
     quiet: QuietOption = False,
 ) -> None:
     """Run a benchmark: split, extract, score, evaluate and report, each stage cached."""
-    from semshift.protocols.runner import run
+    from semshift.run import run
 
     result = run(config, progress=not quiet, force=force)
     _print_run(result)
@@ -837,8 +835,8 @@ def evaluate_stores(
     """
     import json
 
-    from semshift.protocols.config import load_config
-    from semshift.protocols.runner import run
+    from semshift.run import load_config
+    from semshift.run import run
 
     oods = _named_stores(ood, "--ood")
     covs = _named_stores(covariate, "--covariate")

@@ -127,7 +127,7 @@ def test_config_follows_the_design_contract(tiny_demo, tmp_path):
 
 
 def test_config_validates_with_the_runner_models(tiny_demo, tmp_path):
-    from semshift.protocols.config import load_config
+    from semshift.run.config import load_config
 
     cfg = load_config(tiny_demo.config(tmp_path / "run"), check_files=True)
     assert cfg.model is not None and cfg.model.weights == tiny_demo.weights_path.resolve()
@@ -165,7 +165,7 @@ def test_shipped_example_config_is_what_write_config_writes(tiny_demo, tmp_path)
     expected = yaml.safe_load(path.read_text(encoding="utf-8"))
     expected["model"]["num_classes"] = sum(k for _, k in DemoParams().id_groups)
     assert shipped == expected
-    from semshift.protocols.config import load_config
+    from semshift.run.config import load_config
 
     cfg = load_config(example, check_files=False)
     assert cfg.output == (example.parent / "../../semshift-demo/run").resolve()

@@ -4,18 +4,26 @@ Each protocol function takes :class:`ScoredSet` objects (labels, predictions and
 normality scores) and returns the tidy results table (:data:`RESULT_COLUMNS`). Where things
 live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass``
 (new-class vs failure detection and the AUROC decomposition), ``graded`` (IS-OOD grid),
-``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``. The runner behind
-``semshift run`` (:func:`run`) lives in ``config`` (the YAML config), ``cache`` (content-hash
-stage cache) and ``runner`` (stages split, extract, score, evaluate, report).
+``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``. Each registers itself
+with its config model in ``registry`` (:func:`list_protocols`, :func:`get_protocol`), which is
+how a run configuration reaches it; the runner behind ``semshift run`` is :mod:`semshift.run`.
+Protocols are pure functions of scored sets: this package reads no files but those a protocol's
+config names (the GZSL predictions CSV) and imports nothing from ``report`` or ``run``.
 """
 
-from semshift.protocols.config import RunConfig, load_config
 from semshift.protocols.generalisation import generalisation
 from semshift.protocols.graded import graded, level_order
 from semshift.protocols.gzsl import gzsl
 from semshift.protocols.newclass import newclass_failure
 from semshift.protocols.osr import osr
-from semshift.protocols.runner import RunResult, StageRecord, run
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    ProtocolSpec,
+    get_protocol,
+    list_protocols,
+    register_protocol,
+)
 from semshift.protocols.sanity import sanity
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import RESULT_COLUMNS, error_row, results_frame
@@ -24,19 +32,20 @@ __all__ = [
     "DEFAULT_BOOTSTRAP",
     "RESULT_COLUMNS",
     "Bootstrap",
-    "RunConfig",
-    "RunResult",
+    "ProtocolConfig",
+    "ProtocolInputs",
+    "ProtocolSpec",
     "ScoredSet",
-    "StageRecord",
     "error_row",
     "generalisation",
+    "get_protocol",
     "graded",
     "gzsl",
     "level_order",
-    "load_config",
+    "list_protocols",
     "newclass_failure",
     "osr",
+    "register_protocol",
     "results_frame",
-    "run",
     "sanity",
 ]

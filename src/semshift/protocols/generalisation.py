@@ -14,6 +14,7 @@ from semshift.errors import SemshiftError
 from semshift.metrics import accuracy, macro_f1
 from semshift.metrics.stats import _BLOCK_ELEMENTS
 from semshift.protocols._bootstrap import check_id_test, check_sets, percentile_ci
+from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -160,3 +161,15 @@ def generalisation(
                 row.update(ci_low=float(low), ci_high=float(high))
             rows.append(row)
     return results_frame(rows)
+
+
+class GeneralisationConfig(ProtocolConfig):
+    """``protocols.generalisation``: no settings."""
+
+
+@register_protocol(
+    "generalisation", GeneralisationConfig,
+    "closed-set accuracy and macro-F1 under covariate shift, relative drop (SOOD)", order=50,
+)  # fmt: skip
+def _run_generalisation(inputs: ProtocolInputs, config: GeneralisationConfig) -> pd.DataFrame:
+    return generalisation(inputs.id_test, inputs.others)

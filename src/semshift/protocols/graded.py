@@ -3,12 +3,13 @@ means, and the correlation / sensitivity of each metric to each shift axis."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from pydantic import Field
 
 from semshift.errors import InputError
 from semshift.metrics import level_means, level_trend
@@ -21,6 +22,12 @@ from semshift.protocols._bootstrap import (
     detector_names,
     percentile_ci,
     ranked_bootstrap,
+)
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    SetDescription,
+    register_protocol,
 )
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
@@ -390,3 +397,26 @@ def _level_rows(
                 row.update(ci_low=float(low), ci_high=float(high))
             rows.append(row)
     return rows
+
+
+class GradedConfig(ProtocolConfig):
+    """``protocols.graded``: cells with fewer than ``min_count`` OOD samples are N/A."""
+
+    min_count: int = Field(default=10, ge=1)
+    metrics: list[str] | None = None
+
+    def check_sets(self, sets: Mapping[str, SetDescription]) -> str | None:
+        if not any(s.has_levels for s in sets.values()):
+            return "no set has shift levels (grid, semantic_level or covariate_level)"
+        return None
+
+
+@register_protocol(
+    "graded", GradedConfig,
+    "graded semantic x covariate grid: per-cell metrics, correlation, sensitivity (IS-OOD)",
+    metric_keys=("metrics",), order=30,
+)  # fmt: skip
+def _run_graded(inputs: ProtocolInputs, config: GradedConfig) -> pd.DataFrame:
+    metrics = config.metrics or list(inputs.metrics)
+    return graded(inputs.id_test, inputs.others, metrics=metrics, min_count=config.min_count,
+                  bootstrap=inputs.bootstrap)  # fmt: skip

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
+from semshift.errors import InputError
 from semshift.metrics import gzsl as gzsl_metric
+from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
 from semshift.protocols.tidy import error_row, results_frame
 
 __all__ = ["gzsl"]
@@ -96,3 +99,47 @@ def gzsl(
         else:
             rows.append({**base, "metric": m, "value": v})
     return results_frame(rows)
+
+
+class GzslConfig(ProtocolConfig):
+    """``protocols.gzsl``: a zero-shot model's predictions, a CSV with columns label, pred,
+    seen (bool)."""
+
+    predictions: Path
+
+
+def read_gzsl_predictions(
+    path: Path,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Labels, predictions, seen and unseen class ids from a predictions CSV.
+
+    Raises
+    ------
+    InputError
+        The file is unreadable or lacks a column (one line naming the file).
+    """
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise InputError(f"gzsl predictions {path}: unreadable ({err})") from None
+    missing = [c for c in ("label", "pred", "seen") if c not in frame.columns]
+    if missing:
+        raise InputError(f"gzsl predictions {path}: missing column(s) {', '.join(missing)}")
+    seen_col = frame["seen"]
+    if seen_col.dtype != bool:
+        seen_col = seen_col.astype(str).str.lower().isin(["true", "1", "yes"])
+    labels = frame["label"].to_numpy(np.int64)
+    seen = np.unique(labels[seen_col.to_numpy(bool)])
+    unseen = np.unique(labels[~seen_col.to_numpy(bool)])
+    return labels, frame["pred"].to_numpy(np.int64), seen, unseen
+
+
+@register_protocol(
+    "gzsl",
+    GzslConfig,
+    "generalised zero-shot accuracy: ts, tr, H and ZSL top-1 (Xian et al.)",
+    order=60,
+)
+def _run_gzsl(inputs: ProtocolInputs, config: GzslConfig) -> pd.DataFrame:
+    labels, preds, seen, unseen = read_gzsl_predictions(config.predictions)
+    return gzsl(labels, preds, seen, unseen)

@@ -19,6 +19,7 @@ from semshift.protocols._bootstrap import (
     pool,
     pool_bootstrap,
 )
+from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -218,3 +219,15 @@ def _points(m: ScoredSet, negatives: Side, det: str) -> dict[str, float] | str:
         "auroc_incorrect": d.auroc_incorrect,
         "auroc_correct_vs_incorrect": d.auroc_correct_vs_incorrect,
     }
+
+
+class NewclassConfig(ProtocolConfig):
+    """``protocols.newclass_failure``: no settings."""
+
+
+@register_protocol(
+    "newclass_failure", NewclassConfig,
+    "new-class vs failure detection and the AUROC decomposition (ImageNet-OOD)", order=20,
+)  # fmt: skip
+def _run_newclass(inputs: ProtocolInputs, config: NewclassConfig) -> pd.DataFrame:
+    return newclass_failure(inputs.id_test, inputs.others, bootstrap=inputs.bootstrap)

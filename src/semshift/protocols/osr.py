@@ -20,6 +20,7 @@ from semshift.protocols._bootstrap import (
     pool,
     pool_bootstrap,
 )
+from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import results_frame
 
@@ -168,3 +169,18 @@ def osr(
 
 
 _STAT = {"auroc": "newclass", "oscr": "oscr", "fpr95": "fpr95"}  # CI metric -> pool statistic
+
+
+class OsrConfig(ProtocolConfig):
+    """``protocols.osr``: ranking metrics beside AUROC and OSCR (default: the run's metrics)."""
+
+    metrics: list[str] | None = None
+
+
+@register_protocol(
+    "osr", OsrConfig, "open-set recognition: accuracy, AUROC and OSCR per OOD split (SSB)",
+    metric_keys=("metrics",), order=10,
+)  # fmt: skip
+def _run_osr(inputs: ProtocolInputs, config: OsrConfig) -> pd.DataFrame:
+    metrics = config.metrics or list(inputs.metrics)
+    return osr(inputs.id_test, inputs.others, metrics=metrics, bootstrap=inputs.bootstrap)

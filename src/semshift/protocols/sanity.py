@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from semshift.errors import InputError
 from semshift.protocols._bootstrap import check_sets, compare_rows, detector_names, pool
+from semshift.protocols.registry import ProtocolInputs, RandomModelsConfig, register_protocol
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -106,3 +108,18 @@ def sanity(
             out = (r["value"] > hi) | (r["value"] < lo)
         flags.append({**base, "value": 1.0 if bool(np.any(out.to_numpy())) else 0.0})
     return pd.concat([frame, results_frame(flags)], ignore_index=True)
+
+
+class SanityConfig(RandomModelsConfig):
+    """``protocols.sanity``: ``n_models`` random-init copies of the model (or precomputed
+    ``stores``); a detector is flagged when a set's AUROC is outside ``0.5 +/- delta``."""
+
+    delta: float = Field(default=0.05, ge=0.0, lt=0.5)
+
+
+@register_protocol(
+    "sanity", SanityConfig, "random-model sanity check (ImageNet-OOD section 4.2)",
+    needs_random_models=True, order=40,
+)  # fmt: skip
+def _run_sanity(inputs: ProtocolInputs, config: SanityConfig) -> pd.DataFrame:
+    return sanity(dict(inputs.random_models), delta=config.delta, bootstrap=inputs.bootstrap)

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from semshift.features.models import MODELS, HookAdapter, register_model
-from semshift.protocols.runner import run
+from semshift.run import run
 
 torch.set_num_threads(1)
 MODEL = "semshift-test-runner-cnn"
@@ -123,7 +123,7 @@ def test_random_copies_share_the_pass_and_each_store_is_cached_alone(image_confi
     from semshift.features.data import open_source
     from semshift.features.extract import extract
     from semshift.features.models import load_model
-    from semshift.protocols import runner
+    from semshift.run import extract as runner
 
     root, base = image_config
     together = run({**base, "output": str(root / "together")}, progress=False)

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import pandas as pd
-from tests.protocols.conftest import base_config, build_stores
+from tests.run.conftest import base_config, build_stores
 
-from semshift.protocols.runner import run
+from semshift.run import run
 
 
 def test_real_run_output_renders(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from semshift.errors import InputError
-from semshift.protocols.config import RunConfig, load_config
+from semshift.run.config import RunConfig, load_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 

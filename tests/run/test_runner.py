@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from semshift.errors import InputError
-from semshift.protocols.runner import run
+from semshift.run import run
 
 from .conftest import C, base_config, make_store
 
@@ -321,7 +321,7 @@ def test_covariate_set_with_unknown_labels_is_refused(stores, tmp_path):
 
 
 def test_a_failing_report_keeps_the_results(stores, tmp_path, monkeypatch):
-    import semshift.report as report
+    import semshift.run.report as report
 
     def broken(*args, **kwargs):
         raise RuntimeError("no figures today")

@@ -1,5 +1,11 @@
 """The run configuration: pydantic models, YAML loading, path resolution and early checks.
 
+The ``protocols:`` section is built from the protocol registry
+(:mod:`semshift.protocols.registry`): one key per registered protocol, validated by the config
+model declared beside it. A split's ``builder`` and ``params`` are checked against the split
+builder registry (:mod:`semshift.splits.registry`) and detector hyperparameters against the
+constraints each detector declares, all when the config is loaded, before any work.
+
 A configuration (YAML file or dict, see ``docs/design/run.md``) names the data (feature stores
 or image folders), the model (when images must be extracted), the detectors, the protocols and
 the output directory. :func:`load_config` validates it and returns a :class:`RunConfig` whose
@@ -23,34 +29,33 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from semshift.errors import InputError
+from semshift.protocols.registry import (
+    DEFAULT_METRICS,
+    ProtocolConfig,
+    RandomModelsConfig,
+    SetDescription,
+    get_protocol,
+    list_protocols,
+)
 
 __all__ = [
     "BootstrapConfig",
     "CorruptionConfig",
     "DataConfig",
     "DetectorSpec",
-    "GradedConfig",
     "GridColumns",
     "ModelConfig",
     "ProtocolsConfig",
     "ReportConfig",
     "RunConfig",
-    "SanityConfig",
     "SetConfig",
     "SourceConfig",
     "SplitConfig",
     "load_config",
 ]
-
-#: Protocol keys of the ``protocols:`` section, in the order the runner evaluates them.
-PROTOCOL_NAMES = ("osr", "newclass_failure", "graded", "sanity", "generalisation", "gzsl")
-#: Split builders the split stage can run.
-SPLIT_BUILDERS = ("ssb", "cleaning")
-#: Ranking metrics (scores, is_ood) the runner passes to protocols by default.
-DEFAULT_METRICS = ("auroc", "fpr95", "aupr_in", "aupr_out")
 
 
 class _Strict(BaseModel):
@@ -61,7 +66,7 @@ class SplitConfig(_Strict):
     """A named class split: loaded from a ``split.json`` or built by a split builder."""
 
     manifest: Path | None = None
-    builder: Literal["ssb", "cleaning"] | None = None
+    builder: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -157,53 +162,34 @@ class DetectorSpec(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class OsrConfig(_Strict):
-    metrics: list[str] | None = None
-
-
-class NewclassConfig(_Strict):
-    pass
-
-
-class GradedConfig(_Strict):
-    min_count: int = Field(default=10, ge=1)
-    metrics: list[str] | None = None
-
-
-class SanityConfig(_Strict):
-    """Random-model sanity check: ``n_models`` random-init copies (seeds seed .. seed+n-1).
-
-    ``stores`` gives precomputed random-model stores instead: ``{seed: {set: path}}`` where the
-    set names are ``id_train``, ``id_test`` and names of ``data.sets``.
-    """
-
-    n_models: int = Field(default=3, ge=1)
-    delta: float = Field(default=0.05, ge=0.0, lt=0.5)
-    stores: dict[int, dict[str, Path]] | None = None
-
-
-class GeneralisationConfig(_Strict):
-    pass
-
-
-class GzslConfig(_Strict):
-    """A zero-shot model's predictions: a CSV with columns label, pred, seen (bool)."""
-
-    predictions: Path
-
-
-class ProtocolsConfig(_Strict):
-    """A protocol runs when its key is present."""
-
-    osr: OsrConfig | None = None
-    newclass_failure: NewclassConfig | None = None
-    graded: GradedConfig | None = None
-    sanity: SanityConfig | None = None
-    generalisation: GeneralisationConfig | None = None
-    gzsl: GzslConfig | None = None
+class _ProtocolsBase(_Strict):
+    """A protocol runs when its key is present (keys: the registered protocols)."""
 
     def enabled(self) -> list[str]:
-        return [name for name in PROTOCOL_NAMES if getattr(self, name) is not None]
+        """The configured protocols, in the order they run."""
+        return [name for name in list_protocols() if getattr(self, name, None) is not None]
+
+    def get(self, name: str) -> ProtocolConfig | None:
+        """The config of protocol ``name``, or None when it is not configured."""
+        value = getattr(self, name, None)
+        return value if isinstance(value, ProtocolConfig) else None
+
+    def random_models(self) -> RandomModelsConfig | None:
+        """The config of the configured protocol that needs random-init models, if any."""
+        for name in self.enabled():
+            value = self.get(name)
+            if get_protocol(name).needs_random_models and isinstance(value, RandomModelsConfig):
+                return value
+        return None
+
+
+#: The ``protocols:`` section: one optional key per registered protocol, validated by the
+#: config model the protocol declares (built once, when this module is imported).
+ProtocolsConfig = create_model(  # type: ignore[call-overload]
+    "ProtocolsConfig",
+    __base__=_ProtocolsBase,
+    **{name: (get_protocol(name).config | None, None) for name in list_protocols()},
+)
 
 
 class BootstrapConfig(_Strict):
@@ -228,13 +214,15 @@ class RunConfig(_Strict):
     model: ModelConfig | None = None
     data: DataConfig
     detectors: Literal["all"] | list[str | DetectorSpec] = "all"
-    protocols: ProtocolsConfig = Field(default_factory=ProtocolsConfig)
+    protocols: ProtocolsConfig = Field(default_factory=ProtocolsConfig)  # type: ignore[valid-type]
     metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
     report: ReportConfig | None = None
 
     #: where the config came from (for messages); not part of the YAML
     source: str = Field(default="config", exclude=True)
+    #: the folder relative paths were resolved against (for split builder params)
+    base_dir: Path = Field(default=Path("."), exclude=True)
 
     def detector_specs(self) -> list[DetectorSpec]:
         """The explicit detector list (empty for ``all``, which the runner resolves)."""
@@ -253,7 +241,7 @@ class RunConfig(_Strict):
 
     def to_json(self) -> dict[str, Any]:
         """The configuration as plain JSON values (for ``results.json``)."""
-        return json.loads(self.model_dump_json(exclude={"source"}))
+        return json.loads(self.model_dump_json(exclude={"source", "base_dir"}))
 
 
 # --------------------------------------------------------------------------- errors
@@ -402,14 +390,18 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
         src.images = _abs(base, src.images)
         if isinstance(src, SetConfig) and src.grid is not None:
             src.grid.table = _abs(base, src.grid.table)
-    p = cfg.protocols
-    if p.gzsl is not None:
-        p.gzsl.predictions = _abs(base, p.gzsl.predictions) or p.gzsl.predictions
-    if p.sanity is not None and p.sanity.stores is not None:
-        p.sanity.stores = {
-            seed: {name: _abs(base, path) or path for name, path in sets.items()}
-            for seed, sets in p.sanity.stores.items()
-        }
+    protocols = cfg.protocols
+    for name in protocols.enabled():
+        pc = protocols.get(name)
+        assert pc is not None
+        for field_name, value in pc:
+            if isinstance(value, Path):
+                setattr(pc, field_name, _abs(base, value) or value)
+        if isinstance(pc, RandomModelsConfig) and pc.stores is not None:
+            pc.stores = {
+                seed: {set_name: _abs(base, path) or path for set_name, path in sets.items()}
+                for seed, sets in pc.stores.items()
+            }
     for key in ("classes", "taxonomy"):
         value = getattr(cfg, key)
         if value is not None and (("/" in value) or value.endswith((".txt", ".csv", ".json"))):
@@ -432,6 +424,15 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
         if (sp.manifest is None) == (sp.builder is None):
             fail(f"splits.{name}", "give exactly one of 'manifest' and 'builder'")
         exists(f"splits.{name}.manifest", sp.manifest, "split manifest")
+        if sp.builder is not None:
+            from semshift.splits.registry import list_builders, validate_params
+
+            if sp.builder not in list_builders():
+                close = difflib.get_close_matches(sp.builder, list_builders(), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                fail(f"splits.{name}.builder", f"unknown split builder {sp.builder!r}{hint}; "
+                     f"known: {', '.join(list_builders())}")  # fmt: skip
+            validate_params(sp.builder, sp.params, where=f"{where}: splits.{name}")
     need_model = False
     for name, src in cfg.sources().items():
         path = f"data.{name}" if name in ("id_train", "id_val", "id_test") else f"data.sets.{name}"
@@ -453,11 +454,19 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
         if isinstance(src, SetConfig) and src.grid is not None and src.role != "ood":
             if src.semantic_level is not None or src.covariate_level is not None:
                 fail(f"{path}.grid", "a grid set takes its levels from columns, not constants")
-    sanity = cfg.protocols.sanity
-    if need_model or (sanity is not None and sanity.stores is None):
+    random = cfg.protocols.random_models()
+    random_name = next(
+        (n for n in cfg.protocols.enabled() if cfg.protocols.get(n) is random), "sanity"
+    )
+    if need_model or (random is not None and random.stores is None):
         if cfg.model is None:
-            why = "an 'images' set" if need_model else "the sanity protocol without 'stores'"
+            why = (
+                "an 'images' set" if need_model else f"the {random_name} protocol without 'stores'"
+            )
             fail("model", f"required by {why}; add a model: section")
+    if cfg.model is not None and cfg.model.name.startswith("open_clip/") and cfg.classes is None:
+        fail("classes", f"model {cfg.model.name!r} builds its zero-shot head from class names; "
+             "give the class list (classes: a list name or a file)")  # fmt: skip
     if cfg.model is not None:
         exists("model.weights", cfg.model.weights, "weights file")
     if cfg.model is not None and cfg.model.weights is None and need_model:
@@ -485,10 +494,12 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     if dup:
         fail("detectors", f"detector(s) {', '.join(dup)} listed twice")
     metric_lists = [("metrics", cfg.metrics)]
-    if cfg.protocols.osr is not None and cfg.protocols.osr.metrics is not None:
-        metric_lists.append(("protocols.osr.metrics", cfg.protocols.osr.metrics))
-    if cfg.protocols.graded is not None and cfg.protocols.graded.metrics is not None:
-        metric_lists.append(("protocols.graded.metrics", cfg.protocols.graded.metrics))
+    for name in cfg.protocols.enabled():
+        pc = cfg.protocols.get(name)
+        for key in get_protocol(name).metric_keys:
+            value = getattr(pc, key, None)
+            if value is not None:
+                metric_lists.append((f"protocols.{name}.{key}", value))
     for path, metrics in metric_lists:
         for i, m in enumerate(metrics):
             try:
@@ -498,26 +509,37 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                 raise AssertionError from err
             if tuple(spec_m.inputs) != ("scores", "is_ood"):
                 fail(f"{path}[{i}]", f"{m!r} is not a ranking metric of (scores, is_ood)")
-    if cfg.protocols.gzsl is not None:
-        exists("protocols.gzsl.predictions", cfg.protocols.gzsl.predictions, "predictions file")
-    if sanity is not None and sanity.stores is not None:
-        allowed = {"id_train", "id_test", *cfg.data.sets}
-        for seed, sets in sanity.stores.items():
-            for name, p in sets.items():
-                if name not in allowed:
-                    close = difflib.get_close_matches(name, sorted(allowed), n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    fail(f"protocols.sanity.stores.{seed}.{name}", f"no set named {name!r}{hint}")
-                exists(f"protocols.sanity.stores.{seed}.{name}", p, "feature store")
-            for need in ("id_train", "id_test"):
-                if need not in sets:
-                    fail(f"protocols.sanity.stores.{seed}", f"needs a store for {need!r}")
-    if cfg.protocols.graded is not None and not any(
-        s.grid is not None or s.semantic_level is not None or s.covariate_level is not None
-        for s in cfg.data.sets.values()
-    ):
-        fail("protocols.graded", "no set has shift levels (grid, semantic_level or "
-             "covariate_level)")  # fmt: skip
+    sets = {
+        name: SetDescription(
+            role=src.role,
+            has_levels=src.grid is not None
+            or src.semantic_level is not None
+            or src.covariate_level is not None,
+        )
+        for name, src in cfg.data.sets.items()
+    }
+    for name in cfg.protocols.enabled():
+        pc = cfg.protocols.get(name)
+        assert pc is not None
+        for key, value in pc:
+            if isinstance(value, Path):
+                exists(f"protocols.{name}.{key}", value, "file")
+        problem = pc.check_sets(sets)
+        if problem is not None:
+            fail(f"protocols.{name}", problem)
+        if isinstance(pc, RandomModelsConfig) and pc.stores is not None:
+            allowed = {"id_train", "id_test", *cfg.data.sets}
+            for seed, paths in pc.stores.items():
+                for set_name, p in paths.items():
+                    at = f"protocols.{name}.stores.{seed}.{set_name}"
+                    if set_name not in allowed:
+                        close = difflib.get_close_matches(set_name, sorted(allowed), n=1)
+                        hint = f" (did you mean {close[0]!r}?)" if close else ""
+                        fail(at, f"no set named {set_name!r}{hint}")
+                    exists(at, p, "feature store")
+                for need in ("id_train", "id_test"):
+                    if need not in paths:
+                        fail(f"protocols.{name}.stores.{seed}", f"needs a store for {need!r}")
 
 
 def _all_detector_names() -> list[str]:
@@ -578,6 +600,7 @@ def load_config(
         except ValidationError as err:
             raise _validation_error(err, where) from None
         cfg.source = where
-    _resolve_paths(cfg, base.resolve())
+    cfg.base_dir = base.resolve()
+    _resolve_paths(cfg, cfg.base_dir)
     _check(cfg, where, check_files)
     return cfg

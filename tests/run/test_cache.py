@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from semshift.features import open_store, write_store
-from semshift.protocols import cache as cache_mod
-from semshift.protocols.cache import StageCache, stable_hash, store_fingerprint
+from semshift.run import cache as cache_mod
+from semshift.run.cache import StageCache, stable_hash, store_fingerprint
 
 
 def test_stable_hash_ignores_key_order_and_sequence_type():

@@ -1,0 +1,446 @@
+"""The extract stage: ``images:`` sets through the model into feature stores; every set resolved.
+
+Each (set, model) pair has its own cache entry under ``.cache/extract/<key>/``, keyed by the
+images' fingerprint, the model, its weights checksum (or random-init seed), preset, classes,
+corruption and model-level detector scores. The random-model copies a protocol asks for (the
+sanity check) are extracted in the same pass as the configured model
+(:func:`semshift.features.extract.extract_many`): each image is decoded and corrupted once and
+given to every model whose entry is missing, in passes of at most
+:data:`MODELS_PER_PASS_BYTES` of parameters.
+
+Every store a run reads, given or extracted, is verified once (:mod:`semshift.run.verify`)
+and every store must agree with the model and the other stores on the class list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from semshift.errors import InputError
+from semshift.run.cache import stable_hash
+from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig
+from semshift.run.context import Role, RunContext, Source, StageRecord, World
+from semshift.run.split import SplitStage
+from semshift.run.verify import VerifiedStores
+
+if TYPE_CHECKING:
+    from semshift.features.models import ModelAdapter
+
+__all__ = ["MODELS_PER_PASS_BYTES", "ExtractStage", "class_names", "model_level_detectors",
+           "run_extract"]  # fmt: skip
+
+#: Parameter bytes of the models one extraction pass holds (the configured model and the
+#: random copies share each decoded image; a larger model goes in several passes).
+MODELS_PER_PASS_BYTES = 2 << 30
+
+
+@dataclass
+class ExtractStage:
+    """The extract stage's result.
+
+    Attributes
+    ----------
+    sources : dict of str to Source
+        Every configured source (id_train, id_val, id_test, the sets), with its store and key.
+    main : World
+        The sources scored with the configured model.
+    random_worlds : dict of int to World
+        Random-init seed -> its sources (only when a protocol needs random models).
+    skipped_model_level : dict of str to str
+        Model-level detectors that could not be computed, and why.
+    """
+
+    sources: dict[str, Source]
+    main: World
+    random_worlds: dict[int, World] = field(default_factory=dict)
+    skipped_model_level: dict[str, str] = field(default_factory=dict)
+
+
+def model_level_detectors() -> list[str]:
+    """Names of the detectors computed during extraction (from the detector registry)."""
+    from semshift.detectors import list_detectors
+
+    return list_detectors(level="model")
+
+
+def class_names(cfg: RunConfig) -> list[str] | None:
+    """Display names of the configured class list, in index order (None without a list).
+
+    The list's own names where it has them, else the taxonomy's label of each id, else the ids.
+    """
+    if cfg.classes is None:
+        return None
+    from semshift.taxonomy.classlists import load_classlist
+
+    cl = load_classlist(cfg.classes)
+    if cl.names is not None and all(cl.names):
+        return list(cl.names)
+    try:
+        from semshift.taxonomy.custom import load_taxonomy
+
+        tax = load_taxonomy(cfg.taxonomy)
+        return [tax.label(i) if i in tax else i for i in cl.ids]
+    except (InputError, OSError, KeyError):
+        return list(cl.ids)
+
+
+class _Extractor:
+    """Extraction of the ``images:`` sets for the configured model and its random copies."""
+
+    def __init__(self, ctx: RunContext, verified: VerifiedStores) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.verified = verified
+        self.model_adapter: ModelAdapter | None = None
+        self.random_models: dict[int, ModelAdapter] = {}  # random copies kept between sources
+        self.skipped: dict[str, str] = {}
+        self.per_pass: int | None = None
+
+    def model_level_params(self, name: str) -> dict[str, Any]:
+        for d in self.cfg.detector_specs():
+            if d.name == name:
+                return dict(d.params)
+        return {}
+
+    def model_level_requested(self) -> list[str]:
+        names = model_level_detectors()
+        if self.cfg.detectors == "all":
+            return names
+        return [d.name for d in self.cfg.detector_specs() if d.name in names]
+
+    def load_model(self, random_seed: int | None) -> ModelAdapter:
+        from semshift.features.models import load_model
+
+        m = self.cfg.model
+        assert m is not None
+        n_cls = m.num_classes or _class_count(self.cfg) or 1000
+        names = class_names(self.cfg) if m.name.startswith("open_clip/") else None
+        try:
+            return load_model(
+                m.name,
+                weights=None if random_seed is not None else m.weights,
+                random_init=random_seed is not None,
+                seed=random_seed if random_seed is not None else 0,
+                num_classes=n_cls,
+                classnames=names,
+                **m.kwargs,
+            )
+        except TypeError as err:
+            raise InputError(f"{self.cfg.source}: model.kwargs: {err}") from None
+
+    def models_per_pass(self) -> int:
+        """How many models one extraction pass holds: their parameters within the budget."""
+        if self.per_pass is None:
+            if self.cfg.protocols.random_models() is None:
+                self.per_pass = 1
+            else:
+                if self.model_adapter is None:
+                    self.model_adapter = self.load_model(None)
+                params = self.model_adapter.module.parameters()
+                size = sum(p.numel() * p.element_size() for p in params)
+                self.per_pass = max(1, MODELS_PER_PASS_BYTES // max(size, 1))
+        return self.per_pass
+
+    def adapters(self, seeds: Sequence[int | None], keep: int) -> list[ModelAdapter]:
+        """The models for ``seeds`` (None = the configured weights). Up to ``keep`` random copies
+        stay loaded between sources; others are rebuilt, identically, from their seed."""
+        if None in seeds and self.model_adapter is None:
+            self.model_adapter = self.load_model(None)
+        cache = self.random_models
+        wanted = {seed for seed in seeds if seed is not None}
+        if len(set(cache) | wanted) > keep:
+            for seed in set(cache) - wanted:
+                del cache[seed]
+        for seed in sorted(wanted - set(cache)):
+            cache[seed] = self.load_model(seed)
+        out = []
+        for seed in seeds:
+            adapter = self.model_adapter if seed is None else cache[seed]
+            assert adapter is not None
+            out.append(adapter)
+        return out
+
+    def extract(self, jobs: Sequence[tuple[Source, int | None]], rec: StageRecord) -> None:
+        """Extract one images source for the given models (seed None = the configured weights).
+
+        Each (source, seed) has its own cache entry; those not cached yet are extracted together,
+        decoding each image once, in passes of as many models as the parameter budget allows.
+        """
+        from semshift.features.data import open_source
+
+        cfg, cache = self.cfg, self.ctx.cache
+        m = cfg.model
+        first = jobs[0][0]
+        assert m is not None and first.cfg.images is not None
+        unknown = first.cfg.unknown or ("ood" if first.role == "ood" else "error")
+        source = open_source(first.cfg.images, cfg.classes, unknown=unknown)
+        corr = first.cfg.corruption
+        # model-level detectors score evaluated sets only: no ODIN passes over training images
+        scores = [] if first.role in ("id_train", "id_val") else self.model_level_requested()
+        desc = {
+            "model": m.name,
+            "num_classes": m.num_classes,
+            "kwargs": m.kwargs,
+            "preset": m.preset,
+            "shard_size": m.shard_size,
+            "images": source.fingerprint(),
+            "classes": cfg.classes,
+            "unknown": unknown,
+            "corruption": corr.model_dump() if corr is not None else None,
+            "corruption_seed": cfg.seed,
+            "scores": {n: self.model_level_params(n) for n in scores},
+        }
+        todo: list[tuple[str, int | None, Path]] = []
+        for s, seed in jobs:
+            weights_id = (
+                {"random_init_seed": seed}
+                if seed is not None
+                else {"weights": cache.file_checksum(m.weights) if m.weights else None}
+            )
+            key = stable_hash({**desc, **weights_id})
+            label = f"{s.name}" + (f" (random seed {seed})" if seed is not None else "")
+            rec.keys[label] = key
+            s.store_path = path = cache.dir("extract", key)
+            if (path / "meta.json").is_file() and not self.ctx.force:
+                rec.reused.append(label)
+                continue
+            if self.ctx.force and path.exists():
+                shutil.rmtree(path)
+            todo.append((label, seed, path))
+        if not todo:
+            return
+        from semshift.features.extract import extract_many
+        from semshift.features.model_detectors import get_model_detector
+        from semshift.features.store import open_store
+
+        corruption = None
+        if corr is not None:
+            from semshift.features.corruptions import Corruption
+
+            seed_c = corr.seed if corr.seed is not None else cfg.seed
+            corruption = Corruption(corr.name, corr.severity, seed=seed_c)
+        per_pass = self.models_per_pass()
+        for start in range(0, len(todo), per_pass):
+            part = todo[start : start + per_pass]
+            adapters = self.adapters([seed for _, seed, _ in part], keep=per_pass)
+            dets = []
+            for n in scores:
+                if n == "rankfeat" and not adapters[0].has_feature_map:
+                    self.skipped[n] = f"model {m.name!r} exposes no feature map (CNN adapters only)"
+                    continue
+                dets.append(get_model_detector(n, **self.model_level_params(n)))
+            through = ", ".join(
+                "weights" if seed is None else f"random seed {seed}" for _, seed, _ in part
+            )
+            self.ctx.log.line(f"extract: {first.name} ({len(source)} images; {through})")
+            extract_many(
+                adapters,
+                source,
+                [path for _, _, path in part],
+                preset=m.preset,
+                batch_size=m.batch_size,
+                shard_size=m.shard_size,
+                workers=m.workers,
+                device=m.device,
+                corruption=corruption,
+                scores=dets,
+                progress=self.ctx.log.enabled,
+                fsync=False,
+            )
+            for _, _, path in part:
+                self.verified.remember(open_store(path))  # written just now: nothing to hash
+            rec.computed.extend(label for label, _, _ in part)
+
+
+def _class_count(cfg: RunConfig) -> int | None:
+    if cfg.classes is None:
+        return None
+    from semshift.taxonomy.classlists import load_classlist
+
+    return len(load_classlist(cfg.classes).ids)
+
+
+def _resolve_sources(
+    ctx: RunContext, splits: SplitStage, verified: VerifiedStores
+) -> dict[str, Source]:
+    cfg = ctx.cfg
+
+    def opener(s: Source) -> Any:
+        assert s.store_path is not None
+        return verified.open(s.store_path, s.where)
+
+    out: dict[str, Source] = {}
+    for name, src in cfg.sources().items():
+        role: Role
+        if name in ("id_train", "id_val", "id_test"):
+            role, where = name, f"{cfg.source}: data.{name}"  # type: ignore[assignment]
+        else:
+            assert isinstance(src, SetConfig)
+            role, where = src.role, f"{cfg.source}: data.sets.{name}"
+        s = Source(name, role, src, where, opener=opener)
+        if src.classes_from is not None:
+            cf = src.classes_from
+            man = splits.manifests[cf.split]
+            bins = {"known": list(man.known), **man.bins}
+            if cf.bin not in bins:
+                close = difflib.get_close_matches(cf.bin, list(bins), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise InputError(
+                    f"{where}.classes_from.bin: split {cf.split!r} has no bin {cf.bin!r}"
+                    f"{hint}; bins: {', '.join(bins)}"
+                )
+            s.class_filter = (cf.column, list(bins[cf.bin]))
+        s.store_path = src.store
+        out[name] = s
+    return out
+
+
+def _random_seeds(
+    ctx: RunContext, sources: Mapping[str, Source], rm: RandomModelsConfig | None
+) -> list[int]:
+    """The random-init seeds whose copies this run extracts (none for precomputed stores)."""
+    cfg = ctx.cfg
+    if rm is None or rm.stores is not None:
+        return []
+    name = next(n for n in cfg.protocols.enabled() if cfg.protocols.get(n) is rm)
+    usable = {n: s for n, s in sources.items() if s.cfg.images is not None}
+    missing = [n for n in ("id_train", "id_test") if n not in usable]
+    if missing:
+        raise InputError(
+            f"{cfg.source}: protocols.{name}: {' and '.join(missing)} come(s) from a feature "
+            "store, so no random-init copy of the model can be applied; give image folders "
+            f"or precomputed random-model stores in protocols.{name}.stores"
+        )
+    skipped = sorted(set(cfg.data.sets) - set(usable))
+    if skipped:
+        ctx.notes["sanity_skipped_sets"] = {
+            n: "a feature store, not images: no random-model copy" for n in skipped
+        }
+    return [cfg.seed + k for k in range(rm.n_models)]
+
+
+def make_world(
+    cfg: RunConfig, tag: str, sources: Mapping[str, Source], *, calibration: bool = False
+) -> World:
+    """The world of ``sources``: id_train fits, id_test and the sets are evaluated."""
+    evals = [sources["id_test"]] + [sources[n] for n in cfg.data.sets if n in sources]
+    val = sources.get("id_val")
+    return World(tag, sources["id_train"], val, evals, calibration=val if calibration else None)
+
+
+def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
+    """Resolve every source to a store, extracting ``images:`` sets; check class lists."""
+    from semshift.protocols.registry import get_protocol
+
+    cfg = ctx.cfg
+    verified = VerifiedStores(ctx.cache)
+    with ctx.stage("extract") as rec:
+        sources = _resolve_sources(ctx, splits, verified)
+        rm = cfg.protocols.random_models()
+        seeds = _random_seeds(ctx, sources, rm)
+        ex = _Extractor(ctx, verified)
+        copies: dict[int, dict[str, Source]] = {seed: {} for seed in seeds}
+        for s in [s for s in sources.values() if s.cfg.images is not None]:
+            # the configured model and every random copy see the images in one pass
+            jobs: list[tuple[Source, int | None]] = [(s, None)]
+            if s.name != "id_val":
+                for seed in seeds:
+                    c = s.copy_for(s.where)
+                    copies[seed][s.name] = c
+                    jobs.append((c, seed))
+            ex.extract(jobs, rec)
+        for s in sources.values():
+            s.compute_key()
+        calibration = any(get_protocol(n).needs_id_val for n in cfg.protocols.enabled())
+        result = ExtractStage(
+            sources, make_world(cfg, "main", sources, calibration=calibration),
+            skipped_model_level=ex.skipped,
+        )  # fmt: skip
+        for seed, made in copies.items():
+            for c in made.values():
+                c.compute_key()
+            result.random_worlds[seed] = make_world(cfg, f"seed{seed}", made)
+        if rm is not None and rm.stores is not None:
+            name = next(n for n in cfg.protocols.enabled() if cfg.protocols.get(n) is rm)
+            for seed, paths in sorted(rm.stores.items()):
+                made = {}
+                for set_name, path in paths.items():
+                    where = f"{cfg.source}: protocols.{name}.stores.{seed}.{set_name}"
+                    made[set_name] = sources[set_name].copy_for(where, store_path=path)
+                    made[set_name].compute_key()
+                result.random_worlds[seed] = make_world(cfg, f"seed{seed}", made)
+        if ex.skipped:
+            ctx.notes.setdefault("skipped_model_level", {}).update(ex.skipped)
+        _check_classes(cfg, result)
+        if verified.hashed:
+            rec.keys["verified"] = {p: "hashed" for p in verified.hashed}
+    return result
+
+
+def _check_classes(cfg: RunConfig, result: ExtractStage) -> None:
+    """Every store must agree with the model and with each other on the class list."""
+    expected_ids: list[str] | None = None
+    if cfg.classes is not None:
+        from semshift.taxonomy.classlists import load_classlist
+
+        expected_ids = list(load_classlist(cfg.classes).ids)
+    worlds = [("", list(result.sources.values()))] + [
+        (f" (sanity seed {seed})", [w.train, *([w.val] if w.val else []), *w.evals])
+        for seed, w in result.random_worlds.items()
+    ]
+    model_c = cfg.model.num_classes if cfg.model is not None else None
+    for suffix, sources in worlds:
+        ref: dict[str, Any] = {}
+        for s in sources:
+            meta = s.meta()
+            arrays = meta.get("arrays", {})
+            if "logits" not in arrays:
+                raise InputError(f"{s.where}: store {s.store_path} has no 'logits' array")
+            c = int(arrays["logits"]["shape"][0])
+            head = meta.get("head") or {}
+            head_c = int(head["shape"][0]) if head.get("shape") else None
+            classes = meta.get("classes") or {}
+            ids = classes.get("ids") if isinstance(classes, Mapping) else None
+            where = f"{s.where}{suffix}"
+            if head_c is not None and head_c != c:
+                raise InputError(f"{where}: the store's head has {head_c} classes but its "
+                                 f"logits {c}; the store is inconsistent")  # fmt: skip
+            if model_c is not None and c != model_c:
+                raise InputError(
+                    f"{where}: the store has {c} classes (logits) but model.num_classes is "
+                    f"{model_c}; the model and the data must share one class list"
+                )
+            if expected_ids is not None and c != len(expected_ids):
+                raise InputError(
+                    f"{where}: the store has {c} classes but the class list {cfg.classes!r} "
+                    f"has {len(expected_ids)}"
+                )
+            if expected_ids is not None and ids is not None and list(ids) != expected_ids:
+                first = next(
+                    (i for i, (a, b) in enumerate(zip(ids, expected_ids, strict=False))
+                     if a != b), min(len(ids), len(expected_ids)),
+                )  # fmt: skip
+                raise InputError(
+                    f"{where}: the store's class list differs from {cfg.classes!r} at index "
+                    f"{first}; extract with the same class list"
+                )
+            if "c" not in ref:
+                ref.update(c=c, ids=ids, name=s.name)
+                continue
+            if c != ref["c"]:
+                raise InputError(
+                    f"{where}: the store has {c} classes but {ref['name']} has {ref['c']}; "
+                    "every set must be scored by the same classifier"
+                )
+            if s.role == "ood":
+                continue  # labels of semantic-shift sets are ignored (all -1)
+            if ids is not None and ref["ids"] is not None and list(ids) != list(ref["ids"]):
+                raise InputError(
+                    f"{where}: the store's class list differs from that of {ref['name']}; "
+                    "every set must use the same class list (same order)"
+                )
