@@ -154,3 +154,44 @@ def test_random_copies_share_the_pass_and_each_store_is_cached_alone(image_confi
     assert again.stages["extract"].computed == ["ood (random seed 1)"]
     assert store("together", "ood (random seed 1)").checksums() == before
     pd.testing.assert_frame_equal(again.results, together.results)
+
+
+def test_open_clip_model_in_a_config_gets_its_class_names(image_config, tmp_path):
+    """A zero-shot run from a config: the open_clip head is built from the class list's names
+    (the runner passes them; before, only the CLI did and a config run failed)."""
+    import pandas as pd
+
+    from semshift.features.models import load_model, register_open_clip_config
+
+    from tests.features.conftest import TINY_CLIP
+
+    root, base = image_config
+    register_open_clip_config("semshift-run-clip", TINY_CLIP)
+    clip = load_model("open_clip/semshift-run-clip", random_init=True, seed=0,
+                      classnames=["red", "green", "blue"])  # fmt: skip
+    weights = tmp_path / "clip.pt"
+    torch.save(clip.module.state_dict(), weights)
+    (tmp_path / "classes.txt").write_text("r red\ng green\nb blue\n")
+    cfg = {
+        **base,
+        "output": str(tmp_path / "out"),
+        "classes": str(tmp_path / "classes.txt"),
+        "model": {"name": "open_clip/semshift-run-clip", "weights": str(weights),
+                  "preset": "resize32-crop32", "batch_size": 8},
+        "detectors": ["msp", "mls"],
+        "protocols": {"osr": {}},
+    }  # fmt: skip
+    result = run(cfg, progress=False)
+    assert not result.errors
+    frame = pd.read_parquet(tmp_path / "out" / "scores" / "id_test.parquet")
+    # the zero-shot head of the run equals the one built from the same names directly
+    from semshift.features.data import open_source
+    from semshift.features.extract import extract
+
+    extract(clip, open_source(root / "test", tmp_path / "classes.txt"), tmp_path / "direct",
+            preset="resize32-crop32", batch_size=8, progress=False)  # fmt: skip
+    from semshift.features import open_store
+
+    logits = open_store(tmp_path / "direct").arrays("logits")[0]
+    np.testing.assert_array_equal(frame["pred"].to_numpy(), logits.argmax(1))
+    assert set(frame["pred_name"]) <= {"red", "green", "blue"}

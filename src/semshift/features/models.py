@@ -48,6 +48,7 @@ __all__ = [
     "load_model",
     "load_state_dict",
     "load_weights",
+    "is_model",
     "register_model",
     "register_open_clip_config",
 ]
@@ -646,9 +647,36 @@ def _register_torchvision() -> None:
 _register_torchvision()
 
 
+#: Entry-point group of models defined outside this module (``pyproject.toml``).
+ENTRY_POINT_GROUP = "semshift.models"
+
+
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _load_entry_point(name: str) -> bool:
+    """Import the module that registers model ``name`` (an entry point); True if it now is."""
+    ep = _entry_points().get(name)
+    if ep is None:
+        return False
+    ep.load()  # importing the module registers the model (register_model)
+    return name in MODELS
+
+
 def list_models() -> list[str]:
-    """Registered model names, then the ``timm/`` and ``open_clip/`` namespaces."""
-    return sorted(MODELS) + [f"{ns}<name>" for ns in NAMESPACES]
+    """Registered model names (entry points included), then the ``timm/`` and ``open_clip/``
+    namespaces."""
+    names = set(MODELS) | set(_entry_points())
+    return sorted(names) + [f"{ns}<name>" for ns in NAMESPACES]
+
+
+def is_model(name: str) -> bool:
+    """Whether ``name`` is a registered model, an entry point or in a ``timm/``,
+    ``open_clip/`` namespace (the architecture itself is checked when it is built)."""
+    return name in MODELS or name in _entry_points() or name.startswith(("timm/", "open_clip/"))
 
 
 def _build_timm(arch: str, num_classes: int, **kwargs: Any) -> ModelAdapter:
@@ -734,7 +762,7 @@ def load_model(
             adapter: ModelAdapter = _build_timm(name[5:], num_classes, **kwargs)
         elif name.startswith("open_clip/"):
             adapter = _build_open_clip(name[10:], **kwargs)
-        elif name in MODELS:
+        elif name in MODELS or _load_entry_point(name):
             adapter = MODELS[name].build(num_classes=num_classes, **kwargs)
         else:
             pool = list(MODELS)

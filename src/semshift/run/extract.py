@@ -377,6 +377,10 @@ def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
         if ex.skipped:
             ctx.notes.setdefault("skipped_model_level", {}).update(ex.skipped)
         _check_classes(cfg, result)
+        # every store is verified here, before any detector is fitted (once per content)
+        for world in [result.main, *result.random_worlds.values()]:
+            for src in [world.train, *([world.val] if world.val else []), *world.evals]:
+                _ = src.store
         if verified.hashed:
             rec.keys["verified"] = {p: "hashed" for p in verified.hashed}
     return result
