@@ -431,7 +431,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=2048)
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--detectors", default=",".join(detectors.list_detectors()))
+    ap.add_argument("--detectors", default=",".join(detectors.list_detectors(level="post_hoc")))
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--write", default="", help="write the markdown table to this file")
     ap.add_argument("--worker", default="", help=argparse.SUPPRESS)

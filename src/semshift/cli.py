@@ -17,6 +17,7 @@ from rich.table import Table
 from typer.exceptions import Abort, Exit, TyperException
 
 from semshift import __version__
+from semshift.detectors import list_detectors
 from semshift.errors import SemshiftError
 
 if TYPE_CHECKING:
@@ -636,7 +637,11 @@ def extract_features(
     severity: Annotated[int, typer.Option(help="Corruption severity, 1-5.")] = 3,
     score: Annotated[
         list[str] | None,
-        typer.Option(help="Model-level detector stored as a score column: odin, rankfeat."),
+        typer.Option(
+            help="Model-level detector stored as a score column: "
+            + ", ".join(list_detectors(level="model"))
+            + "."
+        ),
     ] = None,
     executor: Annotated[
         str, typer.Option(help="local, or ray (one actor per GPU/CPU; needs the ray extra).")
@@ -711,7 +716,7 @@ def run_config(
 
 
 #: protocols ``semshift evaluate`` runs on stores alone (the others need a model or more config)
-EVALUATE_PROTOCOLS = ("osr", "newclass_failure", "generalisation")
+EVALUATE_PROTOCOLS = ("osr", "newclass_failure", "generalisation", "operating_point")
 
 
 def _named_stores(items: list[str] | None, option: str) -> dict[str, Path]:
@@ -810,11 +815,21 @@ def evaluate_stores(
     ] = None,
     protocol: Annotated[
         list[str] | None,
-        typer.Option(help="osr (default), newclass_failure, generalisation (repeatable)."),
+        typer.Option(
+            help="osr (default), newclass_failure, generalisation, operating_point (repeatable)."
+        ),
     ] = None,
     metric: Annotated[
         list[str] | None,
         typer.Option(help="Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out)."),
+    ] = None,
+    operating_point: Annotated[
+        float | None,
+        typer.Option(
+            "--operating-point",
+            help="ID recall of the rejection threshold (e.g. 0.95, chosen on --val, else on half "
+            "of --test): rejection and accepted-and-wrong rates per set and an image gallery.",
+        ),
     ] = None,
     bootstrap: Annotated[
         int, typer.Option(help="Bootstrap resamples for confidence intervals (0: none).")
@@ -835,8 +850,7 @@ def evaluate_stores(
     """
     import json
 
-    from semshift.run import load_config
-    from semshift.run import run
+    from semshift.run import load_config, run
 
     oods = _named_stores(ood, "--ood")
     covs = _named_stores(covariate, "--covariate")
@@ -865,13 +879,16 @@ def evaluate_stores(
         **{n: {**source(n, p), "role": "ood", "split": n} for n, p in oods.items()},
         **{n: {**source(n, p), "role": "covariate"} for n, p in covs.items()},
     }
+    protocols_cfg: dict[str, dict[str, object]] = {p: {} for p in protocols}
+    if operating_point is not None:
+        protocols_cfg["operating_point"] = {"recall": operating_point}
     cfg: dict[str, object] = {
         "name": out.name or "evaluate",
         "output": str(out.absolute()),
         "seed": seed,
         "data": data,
         "detectors": [_detector_spec(d) for d in dict.fromkeys(detector)] if detector else "all",
-        "protocols": {p: {} for p in protocols},
+        "protocols": protocols_cfg,
         "bootstrap": {"n_resamples": bootstrap, "seed": seed},
         "report": {"formats": ["html", "md"]} if report else None,
     }
@@ -907,7 +924,9 @@ def _option_words(message: str, where: str, oods: set[str]) -> str:
             option = f"--select for {option}"
         return f"{option}: {rest}"
     for prefix, option in (("detectors", "--detector"), ("metrics", "--metric"),
-                           ("bootstrap", "--bootstrap"), ("protocols", "--protocol")):  # fmt: skip
+                           ("bootstrap", "--bootstrap"),
+                           ("protocols.operating_point.recall", "--operating-point"),
+                           ("protocols", "--protocol")):  # fmt: skip
         if key.startswith(prefix):
             return f"{option}: {rest}"
     return message

@@ -104,7 +104,7 @@ def test_config_follows_the_design_contract(tiny_demo, tmp_path):
     assert cfg["protocols"]["sanity"]["n_models"] == 3
     # every detector; NNGuide's bank (1 % of 128 training images) would be smaller than k = 100
     names = [d if isinstance(d, str) else d["name"] for d in cfg["detectors"]]
-    assert names == [*list_detectors(), "odin", "rankfeat"]
+    assert names == [*list_detectors(level="post_hoc"), *list_detectors(level="model")]
     assert {"name": "nnguide", "params": {"alpha": 1.0}} in cfg["detectors"]
     assert tiny_demo.config(tmp_path, detectors=["msp"])["detectors"] == ["msp"]
     sets = cfg["data"]["sets"]

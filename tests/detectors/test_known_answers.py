@@ -1,4 +1,4 @@
-"""Per-detector known answers, each computed independently from the REFERENCE formula.
+"""Per-detector known answers, each computed independently from the formula in docs/methods.md.
 
 The references below are deliberately plain: Python loops over samples and classes, scipy and
 scikit-learn building blocks, float64 throughout; no code shared with the package.

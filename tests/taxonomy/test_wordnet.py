@@ -1,4 +1,4 @@
-"""The shipped WordNet 3.0 table: counts, REFERENCE 4.1 check values, nltk agreement."""
+"""The shipped WordNet 3.0 table: counts, check values (docs/methods.md#wordnet-taxonomy), nltk agreement."""
 
 from __future__ import annotations
 

@@ -230,10 +230,11 @@ class _Extractor:
             adapters = self.adapters([seed for _, seed, _ in part], keep=per_pass)
             dets = []
             for n in scores:
-                if n == "rankfeat" and not adapters[0].has_feature_map:
+                det = get_model_detector(n, **self.model_level_params(n))
+                if det.needs_feature_map and not adapters[0].has_feature_map:
                     self.skipped[n] = f"model {m.name!r} exposes no feature map (CNN adapters only)"
                     continue
-                dets.append(get_model_detector(n, **self.model_level_params(n)))
+                dets.append(det)
             through = ", ".join(
                 "weights" if seed is None else f"random seed {seed}" for _, seed, _ in part
             )

@@ -1,0 +1,90 @@
+"""The layering of the package, read from the source tree's imports (function-level included).
+
+taxonomy / metrics / detectors -> features / splits -> protocols -> report -> run -> demo -> cli:
+a module may import its own layer and the layers below it, never one above. ``errors``,
+``data`` and the package root are the base every layer may use.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "semshift"
+
+LAYERS: dict[str, int] = {
+    "errors": 0,
+    "data": 0,
+    "__init__": 0,
+    "taxonomy": 1,
+    "metrics": 1,
+    "detectors": 1,
+    "features": 2,
+    "splits": 2,
+    "protocols": 3,
+    "report": 4,
+    "run": 5,
+    "demo": 6,
+    "cli": 7,
+}
+
+
+def _part(module: str) -> str:
+    """The top-level part of a ``semshift.*`` module name."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, imported semshift module) of every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    package = list(rel.parts) if path.name == "__init__.py" else list(rel.parts[:-1])
+    if path.name == "__init__.py":
+        package = package[:-1]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("semshift")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the module's package
+                base = package[: len(package) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            if name == "semshift":  # from semshift import x: x is a subpackage or a name
+                out += [(node.lineno, f"semshift.{a.name}") for a in node.names]
+            elif name.startswith("semshift"):
+                out.append((node.lineno, name))
+    return out
+
+
+def _modules() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_every_top_level_part_has_a_layer():
+    parts = {p.relative_to(SRC).parts[0].removesuffix(".py") for p in _modules()}
+    assert parts <= set(LAYERS), sorted(parts - set(LAYERS))
+
+
+def test_the_import_reader_sees_relative_and_lazy_imports(tmp_path):
+    lazy = SRC / "run" / "report.py"
+    names = {m for _, m in _imports(lazy)}
+    assert "semshift.report" in names and "semshift.run.context" in names
+    rel = SRC / "detectors" / "knn.py"
+    assert "semshift.detectors._base" in {m for _, m in _imports(rel)}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_module_imports_a_higher_layer(path: Path):
+    own = path.relative_to(SRC).parts[0].removesuffix(".py")
+    level = LAYERS[own]
+    bad = [
+        f"{path.relative_to(SRC.parent)}:{line} imports {mod} ({_part(mod)} is above {own})"
+        for line, mod in _imports(path)
+        if LAYERS.get(_part(mod), 0) > level
+    ]
+    assert not bad, "\n".join(bad)
