@@ -1,4 +1,9 @@
-"""One contract, generated from the registry, run over every detector."""
+"""One contract, generated from the registry, run over every post-hoc detector.
+
+The model-level detectors (odin, rankfeat) have no fit or score on stored arrays; their
+declaration is checked in test_params.py and their computation in
+tests/features/test_model_detectors.py.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from semshift import detectors
 from semshift.detectors import _common, _search
 from semshift.errors import InputError, NotFittedError
 
-NAMES = detectors.list_detectors()
+NAMES = detectors.list_detectors(level="post_hoc")
 
 
 def _fit_score(det: detectors.Detector, problem: Any) -> np.ndarray:

@@ -84,5 +84,8 @@ def test_faiss_backend_matches_numpy_or_explains_missing_package(data) -> None:
 
 
 def test_unknown_backend(data) -> None:
-    with pytest.raises(InputError, match=r"`backend` must be one of \('auto', 'numpy', 'faiss'\)"):
-        detectors.get("knn", backend="gpu").fit(features=data[0])
+    message = r"^knn: backend must be one of 'auto', 'numpy', 'faiss', got 'gpu'$"
+    with pytest.raises(InputError, match=message):
+        detectors.get("knn", backend="gpu")
+    with pytest.raises(InputError, match=message):
+        detectors.get_class("knn")(backend="gpu").fit(features=data[0])

@@ -16,10 +16,24 @@ ISSUE_NAMES = {
 
 
 def test_list_detectors_is_sorted_and_covers_the_issue() -> None:
-    names = detectors.list_detectors()
+    names = detectors.list_detectors(level="post_hoc")
     assert names == sorted(names)
     assert set(names) == ISSUE_NAMES
     assert len(names) == 24
+
+
+def test_one_registry_for_both_levels() -> None:
+    post_hoc = detectors.list_detectors(level="post_hoc")
+    model = detectors.list_detectors(level="model")
+    assert model == ["odin", "rankfeat"]
+    assert detectors.list_detectors() == sorted(post_hoc + model)
+    assert not set(post_hoc) & set(model)
+    for name in detectors.list_detectors():
+        level = detectors.get_class(name).level
+        assert level == ("model" if name in model else "post_hoc")
+    assert detectors.LEVELS == ("post_hoc", "model")
+    with pytest.raises(InputError, match=r"unknown detector level 'posthoc'; known: post_hoc"):
+        detectors.list_detectors(level="posthoc")
 
 
 def test_unknown_name_lists_known_ones_and_close_matches() -> None:
@@ -57,13 +71,15 @@ def test_get_passes_hyperparameters_and_rejects_unknown_ones() -> None:
         ("dice", {"percentile": 90.0}),
         ("vim", {"dim": None}),
         ("msp", {}),
+        ("odin", {"temperature": 1000.0, "epsilon": 0.0014}),
+        ("rankfeat", {}),
     ],
 )
 def test_reference_defaults(name: str, defaults: dict[str, object]) -> None:
     assert detectors.get(name).get_params() == defaults
 
 
-@pytest.mark.parametrize("name", detectors.list_detectors())
+@pytest.mark.parametrize("name", detectors.list_detectors(level="post_hoc"))
 def test_requires_declaration(name: str) -> None:
     cls = detectors.get_class(name)
     assert cls.name == name

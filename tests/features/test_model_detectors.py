@@ -8,11 +8,18 @@ import torch
 from scipy.special import logsumexp, softmax
 from torch import nn
 
+from semshift import detectors
 from semshift.errors import InputError, UnknownNameError
 from semshift.features import open_store
 from semshift.features.data import ImageDataset, image_folder
 from semshift.features.extract import extract
-from semshift.features.model_detectors import Odin, RankFeat, get_model_detector
+from semshift.features.model_detectors import (
+    MODEL_DETECTORS,
+    ModelDetector,
+    Odin,
+    RankFeat,
+    get_model_detector,
+)
 from semshift.features.models import HookAdapter, load_model
 
 
@@ -27,7 +34,7 @@ def test_odin_closed_form_for_a_linear_model():
     adapter = _linear_adapter()
     x = torch.from_numpy(np.random.default_rng(0).normal(size=(6, 3, 4, 4)))
     t, eps = 1000.0, 0.0014
-    got = Odin(t, eps).score(adapter, x).numpy()
+    got = Odin(temperature=t, epsilon=eps).score(adapter, x).numpy()
     w, b = (p.detach().numpy() for p in adapter.module[1].parameters())
     xf = x.numpy().reshape(6, -1)
     p = softmax((xf @ w.T + b) / t, axis=1)
@@ -40,7 +47,7 @@ def test_odin_closed_form_for_a_linear_model():
     # the perturbation raises the predicted class's score: ODIN >= the plain tempered MSP
     assert np.all(want >= p.max(1) - 1e-15) and np.any(want > p.max(1))
     # epsilon 0 is the temperature-scaled MSP of the logits
-    plain = Odin(t, 0.0).score(adapter, x).numpy()
+    plain = Odin(temperature=t, epsilon=0.0).score(adapter, x).numpy()
     np.testing.assert_allclose(plain, p.max(1), rtol=1e-12)
 
 
@@ -74,16 +81,45 @@ def test_rankfeat_removes_a_rank_one_map_entirely(monkeypatch):
 
 
 def test_registry_and_bad_input():
-    assert get_model_detector("odin", temperature=10).get_params() == {
-        "temperature": 10.0,
-        "epsilon": 0.0014,
-    }
-    with pytest.raises(UnknownNameError, match=r"unknown model-level detector 'odn' \(did you"):
+    odin = get_model_detector("odin", temperature=10)
+    assert odin.get_params() == {"temperature": 10.0, "epsilon": 0.0014}
+    assert isinstance(odin.get_params()["temperature"], float)  # as meta.json records it
+    assert odin.describe() == {"name": "odin", "temperature": 10.0, "epsilon": 0.0014}
+    with pytest.raises(
+        UnknownNameError, match=r"^unknown model-level detector 'odn' \(did you mean odin\?\); "
+        r"known: odin, rankfeat$"
+    ):  # fmt: skip
         get_model_detector("odn")
-    with pytest.raises(InputError, match="odin: temperature must be > 0"):
+    with pytest.raises(InputError, match=r"^'knn' is a post-hoc detector .* model-level: odin"):
+        get_model_detector("knn")
+    with pytest.raises(InputError, match=r"^odin: temperature must be a number > 0, got 0$"):
         Odin(temperature=0)
+    with pytest.raises(InputError, match=r"^odin: epsilon must be a number >= 0, got -1$"):
+        get_model_detector("odin", epsilon=-1)
+    with pytest.raises(InputError, match=r"has no hyperparameter T; accepted: temperature, eps"):
+        get_model_detector("odin", T=1)
+    with pytest.raises(InputError, match=r"has no hyperparameter k; accepted: \(none\)"):
+        RankFeat(k=1)
     with pytest.raises(InputError, match="rankfeat needs the last feature map"):
         RankFeat().score(_linear_adapter(), torch.zeros(1, 3, 4, 4, dtype=torch.float64))
+
+
+def test_implementations_follow_the_registry_declarations():
+    """Names, defaults and what each needs are declared once, in semshift.detectors."""
+    assert sorted(MODEL_DETECTORS) == detectors.list_detectors(level="model")
+    for name, impl in MODEL_DETECTORS.items():
+        decl = detectors.get_class(name)
+        assert impl.declaration is decl and impl.name == name
+        assert (impl.needs_grad, impl.needs_feature_map) == (
+            decl.needs_grad,
+            decl.needs_feature_map,
+        )
+        assert get_model_detector(name).get_params() == detectors.get(name).get_params()
+    assert Odin.needs_grad and RankFeat.needs_feature_map
+    with pytest.raises(TypeError, match="set `declaration` to the registered model-level"):
+
+        class Undeclared(ModelDetector):
+            pass
 
 
 def test_scores_stored_as_columns(tmp_path, images):

@@ -160,10 +160,9 @@ def test_open_clip_model_in_a_config_gets_its_class_names(image_config, tmp_path
     """A zero-shot run from a config: the open_clip head is built from the class list's names
     (the runner passes them; before, only the CLI did and a config run failed)."""
     import pandas as pd
+    from tests.features.conftest import TINY_CLIP
 
     from semshift.features.models import load_model, register_open_clip_config
-
-    from tests.features.conftest import TINY_CLIP
 
     root, base = image_config
     register_open_clip_config("semshift-run-clip", TINY_CLIP)

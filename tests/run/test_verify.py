@@ -7,13 +7,13 @@ import os
 import shutil
 
 import pytest
+from tests.run.conftest import base_config, build_stores
 
 from semshift.errors import InputError
 from semshift.features import open_store
 from semshift.run import run
 from semshift.run.cache import StageCache
 from semshift.run.verify import VerifiedStores
-from tests.run.conftest import base_config, build_stores
 
 
 @pytest.fixture

@@ -391,7 +391,7 @@ class DemoData:
             Its severities (1-5); empty for no corrupted sets.
         n_models, delta : sanity-check settings (random-init copies, CI margin)
         detectors : "all" or a list
-            ``"all"`` lists every registered detector plus ``odin`` and ``rankfeat``, with one
+            ``"all"`` lists every registered detector (post-hoc, then model-level), with one
             adjustment the data size forces: when 1 % of the training images is fewer than
             NNGuide's k = 100 (the demo's 2,880 give 29), ``nnguide`` gets ``alpha = 1.0``
             (the whole training set is its guide bank) instead of failing to fit.
@@ -479,14 +479,14 @@ class DemoData:
 
         n_train = self.sets["id_train"].n_images
         out: list[Any] = []
-        for name in list_detectors():
+        for name in list_detectors(level="post_hoc"):
             if name == "nnguide":
                 defaults: Any = get_class(name)()
                 if math.ceil(defaults.alpha * n_train) < defaults.k:
                     out.append({"name": name, "params": {"alpha": 1.0}})
                     continue
             out.append(name)
-        return [*out, "odin", "rankfeat"]
+        return [*out, *list_detectors(level="model")]
 
     def write_config(self, path: str | Path, output_dir: str | Path, **kwargs: Any) -> Path:
         """Write :meth:`config` as YAML to ``path`` with paths relative to its folder."""

@@ -1,4 +1,4 @@
-"""Post-hoc OOD detectors behind one API; every score is higher = more in-distribution.
+"""OOD detectors behind one API and one registry; every score is higher = more in-distribution.
 
 >>> import numpy as np
 >>> from semshift import detectors
@@ -6,8 +6,13 @@
 >>> det.score(logits=np.array([[0.0, 0.0]])).round(4)
 array([0.6931])
 
-Use :func:`get` to build a detector by name, :func:`list_detectors` for the names; each class
-declares the inputs it consumes in ``fit_requires``, ``score_requires`` and ``requires``.
+Use :func:`get` to build a detector by name, :func:`list_detectors` for the names and
+:func:`check_params` to check hyperparameters before any work; each class declares the inputs
+it consumes in ``fit_requires``, ``score_requires`` and ``requires``, and the values each
+hyperparameter accepts in ``_parameter_constraints`` (:class:`Interval`, :class:`StrOptions`,
+:class:`Boolean`, or None). The registry also declares the
+model-level detectors (``list_detectors(level="model")``: odin, rankfeat), which need the
+network and are computed during feature extraction (:mod:`semshift.features.model_detectors`).
 :func:`score_many` scores several fitted detectors on the same inputs, computing what they
 share once (:class:`SharedResults`) and running them side by side in threads.
 """
@@ -24,6 +29,7 @@ from . import (
     logit,
     mahalanobis,
     max_cosine,
+    model_level,
     nnguide,
     openmax,
     react,
@@ -32,18 +38,27 @@ from . import (
     temp_scaling,
     vim,
 )
-from ._base import INPUT_NAMES, Detector
+from ._base import INPUT_NAMES, LEVELS, Detector
 from ._many import ManyFits, ManyScores, default_threads, fit_many, score_many
-from ._registry import get, get_class, list_detectors, register_detector
+from ._params import Boolean, Constraint, Interval, StrOptions
+from ._registry import check_params, get, get_class, list_detectors, register_detector
 from ._search import faiss_available
 from ._shared import SharedResults
+from .model_level import ModelLevelDetector
 
 __all__ = [
     "INPUT_NAMES",
+    "LEVELS",
+    "Boolean",
+    "Constraint",
     "Detector",
+    "Interval",
     "ManyFits",
     "ManyScores",
+    "ModelLevelDetector",
     "SharedResults",
+    "StrOptions",
+    "check_params",
     "default_threads",
     "faiss_available",
     "fit_many",
@@ -55,4 +70,4 @@ __all__ = [
 ]
 
 del ash, dice, fdbd, gradnorm, klm, knn, logit, mahalanobis, max_cosine, nnguide, openmax
-del react, scale, she, temp_scaling, vim
+del model_level, react, scale, she, temp_scaling, vim

@@ -14,7 +14,7 @@ import functools
 import inspect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,9 +22,10 @@ from numpy.typing import NDArray
 from semshift.errors import InputError, NotFittedError
 
 from ._common import row_blocks
+from ._params import ParamConstraints, validate_params
 from ._shared import SharedResults, chunks
 
-__all__ = ["INPUT_NAMES", "Detector", "Inputs"]
+__all__ = ["INPUT_NAMES", "LEVELS", "Detector", "Inputs"]
 
 _T = TypeVar("_T")
 FloatArray = NDArray[np.floating[Any]]
@@ -40,6 +41,10 @@ INPUT_NAMES: dict[str, str] = {
     "val_logits": "logits of labelled ID validation samples, array (m, C)",
     "val_labels": "integer labels of the validation samples in [0, C), array (m,)",
 }
+#: Where a detector runs: ``"post_hoc"`` on stored logits/features (fitted and scored by this
+#: package), ``"model"`` during feature extraction, with the network and the images.
+LEVELS: tuple[str, ...] = ("post_hoc", "model")
+Level = Literal["post_hoc", "model"]
 _SCORE_INPUTS = frozenset({"logits", "features"})
 _MATRICES = ("logits", "features", "val_logits")
 _LABELS = {"labels": "logits", "val_labels": "val_logits"}
@@ -257,16 +262,26 @@ def validate_inputs(
 
 
 class Detector:
-    """Base class of every post-hoc OOD detector.
+    """Base class of every registered OOD detector (post-hoc ones compute their score here).
 
     Subclasses set the class attributes ``name``, ``fit_requires`` and ``score_requires``, take
     their hyperparameters as explicit keyword arguments in ``__init__`` (stored unchanged, as in
-    scikit-learn) and implement ``_fit(inputs)`` and ``_score(inputs)``.
+    scikit-learn), declare the values each accepts in ``_parameter_constraints`` and implement
+    ``_fit(inputs)`` and ``_score(inputs)``.
 
     Attributes
     ----------
     name : str
         Registry name.
+    level : {"post_hoc", "model"}
+        ``"post_hoc"``: scored from stored inputs by :meth:`fit` and :meth:`score`. Model-level
+        detectors (:mod:`semshift.detectors.model_level`) say ``"model"``: they are declared
+        here (name, hyperparameters, constraints) but computed during feature extraction.
+    _parameter_constraints : dict of str to list of Constraint or None
+        For each keyword hyperparameter of ``__init__``, the accepted values (see
+        :mod:`semshift.detectors._params`): checked by :func:`semshift.detectors.check_params`,
+        :func:`semshift.detectors.get` and :meth:`fit`. :func:`register_detector` refuses a
+        class that leaves a hyperparameter undeclared.
     fit_requires, score_requires : frozenset of str
         The inputs (:data:`INPUT_NAMES`) needed by :meth:`fit` and :meth:`score`.
     requires : frozenset of str
@@ -278,6 +293,8 @@ class Detector:
     """
 
     name: ClassVar[str] = ""
+    level: ClassVar[Level] = "post_hoc"
+    _parameter_constraints: ClassVar[ParamConstraints] = {}
     fit_requires: ClassVar[frozenset[str]] = frozenset()
     score_requires: ClassVar[frozenset[str]] = frozenset()
     requires: ClassVar[frozenset[str]] = frozenset()
@@ -308,7 +325,12 @@ class Detector:
         return f"{type(self).__name__}({params})"
 
     def _check_params(self) -> None:
-        """Validate hyperparameters (called by :meth:`fit`); subclasses extend."""
+        """Validate the hyperparameters against ``_parameter_constraints`` (called by :meth:`fit`).
+
+        Checks that depend on the data (k against the number of training rows) belong in
+        ``_fit``.
+        """
+        validate_params(self.name, self._parameter_constraints, self.get_params())
 
     # -- public API ------------------------------------------------------------------------------
     def fit(
@@ -427,35 +449,6 @@ class Detector:
 
     def _score(self, inputs: Inputs) -> Float64Array:  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-def check_int(owner: str, name: str, value: object, minimum: int = 1) -> None:
-    """Raise :class:`InputError` unless ``value`` is an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(f"{owner}: `{name}` must be an integer >= {minimum}, got {value!r}")
-
-
-def check_real(
-    owner: str,
-    name: str,
-    value: object,
-    *,
-    low: float,
-    high: float = np.inf,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    """Raise :class:`InputError` unless ``value`` is a real number in the given interval."""
-    ok = isinstance(value, int | float | np.floating | np.integer) and not isinstance(value, bool)
-    if ok:
-        v = float(value)  # type: ignore[arg-type]
-        ok = np.isfinite(v) or (high == np.inf and v == np.inf and not high_open)
-        ok = ok and (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-    if not ok:
-        lb, rb = ("(" if low_open else "["), (")" if high_open else "]")
-        raise InputError(
-            f"{owner}: `{name}` must be a number in {lb}{low}, {high}{rb}, got {value!r}"
-        )
 
 
 def require_class_counts(

@@ -7,13 +7,17 @@ The score is ``Energy(W h' + b)``. The methods assume non-negative (post-ReLU) f
 
 from __future__ import annotations
 
+from numbers import Real
+from typing import ClassVar
+
 import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Inputs, check_real
+from ._base import Inputs
 from ._common import F32, F64, f32
 from ._head import HeadEnergyDetector, shared_kept_sums, shared_topk, sharpening_factor
+from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 
 __all__ = ["AshB", "AshP", "AshS", "n_kept"]
@@ -25,11 +29,13 @@ def n_kept(n_features: int, percentile: float) -> int:
 
 
 class _Ash(HeadEnergyDetector):
+    # 100 would prune every activation; a percentile that keeps none of D is refused in _fit
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "percentile": [Interval(Real, 0, 100, closed="left")]
+    }
+
     def __init__(self, *, percentile: float = 90.0) -> None:
         self.percentile = percentile
-
-    def _check_params(self) -> None:
-        check_real(self.name, "percentile", self.percentile, low=0.0, high=100.0, high_open=True)
 
     def _fit(self, inputs: Inputs) -> None:
         super()._fit(inputs)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from numbers import Real
+from typing import ClassVar
+
 import numpy as np
 
-from ._base import Inputs, check_real
+from ._base import Inputs
 from ._common import column_mean, f32
 from ._head import HeadEnergyDetector
+from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 from ._shared import digest
 
@@ -42,12 +46,12 @@ class Dice(HeadEnergyDetector):
 
     name = "dice"
     fit_requires = frozenset({"features", "head"})
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "percentile": [Interval(Real, 0, 100, closed="both")]
+    }
 
     def __init__(self, *, percentile: float = 90.0) -> None:
         self.percentile = percentile
-
-    def _check_params(self) -> None:
-        check_real("dice", "percentile", self.percentile, low=0.0, high=100.0)
 
     def _fit(self, inputs: Inputs) -> None:
         super()._fit(inputs)

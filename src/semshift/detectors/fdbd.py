@@ -22,7 +22,7 @@ class FDBD(Detector):
     ``mean over c != yhat of |(W_yhat - W_c) h + (b_yhat - b_c)| / ||W_yhat - W_c||``, divided
     by ``||h - mean_train(h)||``; yhat = argmax z. The numerator is ``z_yhat - z_c``, so the
     test logits are used directly, with the (C, C) matrix of row distances of W computed once.
-    REFERENCE takes the mean over the C - 1 classes (the public code sums them: a constant
+    docs/methods.md#fdbd: the mean over the C - 1 classes (the public code sums them: a constant
     factor). A feature exactly at the training mean has its norm floored at 1e-12.
 
     Attributes

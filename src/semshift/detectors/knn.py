@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import ClassVar
+
 import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Detector, Float64Array, Inputs, check_int
+from ._base import Detector, Float64Array, Inputs
 from ._common import f32, l2_normalize, row_blocks
+from ._params import Interval, ParamConstraints, StrOptions
 from ._registry import register_detector
-from ._search import InnerProductIndex, resolve_backend
+from ._search import BACKENDS, InnerProductIndex, resolve_backend
 
 __all__ = ["KNN"]
 
@@ -49,14 +53,18 @@ class KNN(Detector):
     name = "knn"
     fit_requires = frozenset({"features"})
     score_requires = frozenset({"features"})
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "k": [Interval(Integral, 1, None, closed="left")],  # k <= n_train is checked in fit
+        "backend": [StrOptions(BACKENDS)],  # "faiss" without faiss installed: fit refuses
+    }
 
     def __init__(self, *, k: int = 50, backend: str = "auto") -> None:
         self.k = k
         self.backend = backend
 
     def _check_params(self) -> None:
-        check_int("knn", "k", self.k)
-        resolve_backend("knn", self.backend)
+        super()._check_params()
+        resolve_backend(self.name, self.backend)  # "faiss" needs faiss installed
 
     def _fit(self, inputs: Inputs) -> None:
         x = inputs.get("features")

@@ -8,12 +8,14 @@ by klm, gradnorm, vim and nnguide).
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
 
-from ._base import Detector, Float64Array, Inputs, check_int, check_real
+from ._base import Detector, Float64Array, Inputs
 from ._common import F64, energy, row_blocks, softmax
+from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 
 __all__ = [
@@ -186,14 +188,14 @@ class GEN(LogitDetector):
     """
 
     name = "gen"
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "gamma": [Interval(Real, 0, 1, closed="right")],
+        "M": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, *, gamma: float = 0.1, M: int = 100) -> None:
         self.gamma = gamma
         self.M = M
-
-    def _check_params(self) -> None:
-        check_real("gen", "gamma", self.gamma, low=0.0, high=1.0, low_open=True)
-        check_int("gen", "M", self.M)
 
     def _score(self, inputs: Inputs) -> Float64Array:
         p = shared_softmax(inputs)

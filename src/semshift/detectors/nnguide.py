@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Detector, Float64Array, Inputs, check_int, check_real
+from ._base import Detector, Float64Array, Inputs
 from ._common import energy, f32, l2_normalize, row_blocks
+from ._params import Interval, ParamConstraints, StrOptions
 from ._registry import register_detector
-from ._search import InnerProductIndex, resolve_backend
+from ._search import BACKENDS, InnerProductIndex, resolve_backend
 from .logit import shared_energy
 
 __all__ = ["NNGuide"]
@@ -22,7 +25,7 @@ class NNGuide(Detector):
     """NNGuide score ``Energy(z) * mean of the k largest <h / ||h||, g_j>``; higher = more ID.
 
     The guide bank g holds the first ``ceil(alpha * n)`` training features, L2-normalised and
-    each multiplied by the energy of its logits. REFERENCE takes the *first* rows (OpenOOD
+    each scaled by its logits' energy. We take the *first* rows (docs/methods.md#nnguide; OpenOOD
     takes the first batches of a shuffled loader): if the training features are stored sorted
     by class, shuffle them before ``fit`` or the bank covers only the first classes. The top-k
     search is exact (faiss ``IndexFlatIP`` when installed, blocked NumPy otherwise).
@@ -52,6 +55,11 @@ class NNGuide(Detector):
     name = "nnguide"
     fit_requires = frozenset({"features", "logits"})
     score_requires = frozenset({"features", "logits"})
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "k": [Interval(Integral, 1, None, closed="left")],  # k <= bank size is checked in fit
+        "alpha": [Interval(Real, 0, 1, closed="right")],
+        "backend": [StrOptions(BACKENDS)],  # "faiss" without faiss installed: fit refuses
+    }
 
     def __init__(self, *, k: int = 100, alpha: float = 0.01, backend: str = "auto") -> None:
         self.k = k
@@ -59,9 +67,8 @@ class NNGuide(Detector):
         self.backend = backend
 
     def _check_params(self) -> None:
-        check_int("nnguide", "k", self.k)
-        check_real("nnguide", "alpha", self.alpha, low=0.0, high=1.0, low_open=True)
-        resolve_backend("nnguide", self.backend)
+        super()._check_params()
+        resolve_backend(self.name, self.backend)  # "faiss" needs faiss installed
 
     def _fit(self, inputs: Inputs) -> None:
         x, z = inputs.get("features"), inputs.get("logits")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import ClassVar
+
 import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Inputs, check_int, require_class_counts
+from ._base import Inputs, require_class_counts
 from ._common import F64, class_sums, logsumexp, row_blocks
+from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 from .logit import LogitDetector
 
@@ -78,7 +82,7 @@ class OpenMax(LogitDetector):
     ``w = 1 - ((alpha - r + 1) / alpha) * WeibullCDF_c(||z - mu_c||)``; other classes keep
     w = 1. ``z'_c = z_c w_c``, ``z_unknown = sum_c z_c (1 - w_c)``; the score is minus the
     softmax probability of the unknown class over ``[z', z_unknown]``. Higher = more
-    in-distribution. Following REFERENCE, the prediction is never a real class relabelled as
+    in-distribution. Per docs/methods.md#openmax, a real class is never relabelled as
     "unknown" (OpenOOD's implementation does that; not copied).
 
     Parameters
@@ -108,14 +112,14 @@ class OpenMax(LogitDetector):
 
     name = "openmax"
     fit_requires = frozenset({"logits", "labels"})
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "alpha": [Interval(Integral, 1, None, closed="left")],
+        "tail_size": [Interval(Integral, 2, None, closed="left")],  # a Weibull needs 2 points
+    }
 
     def __init__(self, *, alpha: int = 3, tail_size: int = 20) -> None:
         self.alpha = alpha
         self.tail_size = tail_size
-
-    def _check_params(self) -> None:
-        check_int("openmax", "alpha", self.alpha)
-        check_int("openmax", "tail_size", self.tail_size, minimum=2)
 
     def _fit(self, inputs: Inputs) -> None:
         z, y = inputs.get("logits"), inputs.get("labels")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from numbers import Real
+from typing import ClassVar
+
 import numpy as np
 
-from ._base import Inputs, check_real
+from ._base import Inputs
 from ._common import F32, exact_percentile
 from ._head import HeadEnergyDetector
+from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 
 __all__ = ["ReAct"]
@@ -37,12 +41,12 @@ class ReAct(HeadEnergyDetector):
 
     name = "react"
     fit_requires = frozenset({"features", "head"})
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "percentile": [Interval(Real, 0, 100, closed="both")]
+    }
 
     def __init__(self, *, percentile: float = 90.0) -> None:
         self.percentile = percentile
-
-    def _check_params(self) -> None:
-        check_real("react", "percentile", self.percentile, low=0.0, high=100.0)
 
     def _fit(self, inputs: Inputs) -> None:
         super()._fit(inputs)

@@ -36,7 +36,7 @@ class TempScaling(LogitDetector):
     """Maximum softmax probability of temperature-scaled logits, ``max_c softmax(z / T)_c``.
 
     T minimises the mean negative log-likelihood of the labelled ID validation logits over
-    T in [0.01, 100]. REFERENCE (after OpenOOD) starts an L-BFGS search at T = 1.5; since the
+    T in [0.01, 100]. OpenOOD starts L-BFGS at T = 1.5 (docs/methods.md#temp_scaling); since the
     NLL is convex in 1/T, we instead find its global minimiser by bracketed root finding
     (:func:`scipy.optimize.brentq`) on its monotone derivative, which no start value can change
     and which does not stall on the flat NLL of over-confident logits. Higher = more

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import ClassVar
+
 import numpy as np
 import scipy.linalg
 
 from semshift.errors import InputError
 
-from ._base import Detector, Float64Array, Inputs, check_int
+from ._base import Detector, Float64Array, Inputs
 from ._common import F32, F64, f32, head_logits, prepare_head, row_blocks, scatter_matrix
+from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 from ._shared import digest
 from .logit import shared_energy
@@ -34,13 +38,13 @@ class _PrincipalResidual(Detector):
 
     fit_requires = frozenset({"features", "head"})
     fit_group = "principal_subspace"
+    # dim < D is checked in fit, where D is known
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "dim": [Interval(Integral, 1, None, closed="left"), None]
+    }
 
     def __init__(self, *, dim: int | None = None) -> None:
         self.dim = dim
-
-    def _check_params(self) -> None:
-        if self.dim is not None:
-            check_int(self.name, "dim", self.dim)
 
     def _fit(self, inputs: Inputs) -> None:
         x = inputs.get("features")

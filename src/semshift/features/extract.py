@@ -179,9 +179,10 @@ def extract(
         :mod:`semshift.features.corruptions`); its ``name`` and ``severity`` attributes, when
         present, become the group columns ``corruption`` and ``severity``.
     scores : sequence of str or ModelDetector
-        Model-level detectors (``"odin"``, ``"rankfeat"``; see
-        :mod:`semshift.features.model_detectors`) computed on each batch and stored as 1-D
-        float32 arrays named after them.
+        Model-level detectors (names from ``semshift.detectors.list_detectors(level="model")``,
+        with their declared defaults, or built by
+        :func:`~semshift.features.model_detectors.get_model_detector`) computed on each batch
+        and stored as 1-D float32 arrays named after them.
     executor : {"local", "ray"}
         ``"ray"`` spreads the shards over Ray actors (one per GPU where the cluster has GPUs,
         else one per CPU), each writing its own shards into the same store; connect with

@@ -8,8 +8,12 @@ feature store as a 1-D float32 array named after it (a score column: ``store.arr
 - ``rankfeat`` (Song et al. 2022): remove the rank-1 component of the last block's feature map,
   finish the forward pass, Energy.
 
-The registry :data:`MODEL_DETECTORS` maps names to classes; :func:`get_model_detector` builds one
-with its paper defaults (keyword overrides allowed).
+They are declared in the detector registry (:mod:`semshift.detectors.model_level`,
+``list_detectors(level="model")``): name, hyperparameters, paper defaults and constraints live
+there, once; this module holds the torch computation of each declaration.
+:data:`MODEL_DETECTORS` maps the names to these implementations and
+:func:`get_model_detector` builds one (keyword overrides checked by
+:func:`semshift.detectors.check_params`).
 
 References
 ----------
@@ -28,6 +32,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+import semshift.detectors.model_level as declared
+from semshift.detectors import check_params, list_detectors
 from semshift.errors import InputError, UnknownNameError
 from semshift.features.models import ModelAdapter
 
@@ -40,11 +46,40 @@ def _f32(t: Tensor) -> Tensor:
 
 
 class ModelDetector:
-    """A detector that needs the network: ``score(adapter, x) -> (n,)`` normality scores."""
+    """A detector that needs the network: ``score(adapter, x) -> (n,)`` normality scores.
 
+    Subclasses set ``declaration``, the registered :class:`~semshift.detectors.ModelLevelDetector`
+    they compute, and implement :meth:`score`; ``name``, ``needs_grad`` and
+    ``needs_feature_map`` are copied from it. ``__init__`` takes the declaration's keyword
+    hyperparameters, checks them (:func:`semshift.detectors.check_params`) and fills the
+    others with the declared defaults.
+
+    Raises
+    ------
+    InputError
+        (construction) A hyperparameter the declaration does not have or does not accept.
+    """
+
+    declaration: ClassVar[type[declared.ModelLevelDetector]]
     name: ClassVar[str]
     needs_feature_map: ClassVar[bool] = False
     needs_grad: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        decl = getattr(cls, "declaration", None)
+        if not (isinstance(decl, type) and issubclass(decl, declared.ModelLevelDetector)):
+            raise TypeError(
+                f"{cls.__name__}: set `declaration` to the registered model-level detector it "
+                f"computes (a semshift.detectors.ModelLevelDetector subclass), got {decl!r}"
+            )
+        cls.name = decl.name
+        cls.needs_grad, cls.needs_feature_map = decl.needs_grad, decl.needs_feature_map
+
+    def __init__(self, **params: Any) -> None:
+        check_params(self.name, params)
+        #: Every hyperparameter, the declared defaults filled in.
+        self.params: dict[str, Any] = self.declaration(**params).get_params()
 
     def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
         """Scores (n,) of normalised images x (n, 3, H, W); higher = more in-distribution."""
@@ -52,38 +87,32 @@ class ModelDetector:
 
     def get_params(self) -> dict[str, Any]:
         """Hyperparameters, for ``meta.json``."""
-        return {}
+        return dict(self.params)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.get_params()}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
 
 
 class Odin(ModelDetector):
     """ODIN: x' = x - eps sign(grad_x [-log softmax(f(x)/T)_yhat]); score max softmax(f(x')/T).
 
     The perturbation is taken in pixel units, as in the original code and OpenOOD: on normalised
-    inputs each channel's step is ``eps / std_c``.
-
-    Parameters
-    ----------
-    temperature : float
-        T (paper and OpenOOD ImageNet default 1000).
-    epsilon : float
-        Perturbation size in [0, 1] pixel units (0.0014).
+    inputs each channel's step is ``eps / std_c``. The hyperparameters ``temperature`` (T) and
+    ``epsilon``, their defaults and accepted values are those declared by
+    :class:`semshift.detectors.model_level.Odin`; they are stored as floats.
     """
 
-    name = "odin"
-    needs_grad = True
+    declaration = declared.Odin
 
-    def __init__(self, temperature: float = 1000.0, epsilon: float = 0.0014) -> None:
-        if temperature <= 0:
-            raise InputError(f"odin: temperature must be > 0, got {temperature}")
-        if epsilon < 0:
-            raise InputError(f"odin: epsilon must be >= 0, got {epsilon}")
-        self.temperature, self.epsilon = float(temperature), float(epsilon)
-
-    def get_params(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "epsilon": self.epsilon}
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        # floats in meta.json whatever the config's YAML gave (1000 or 1000.0)
+        self.params = {k: float(v) for k, v in self.params.items()}
+        self.temperature, self.epsilon = self.params["temperature"], self.params["epsilon"]
 
     def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
         t = self.temperature
@@ -147,8 +176,7 @@ class RankFeat(ModelDetector):
     order of magnitude faster than a batched ``torch.linalg.svd`` on the CPU.
     """
 
-    name = "rankfeat"
-    needs_feature_map = True
+    declaration = declared.RankFeat
 
     def score(self, adapter: ModelAdapter, x: Tensor) -> Tensor:
         if not adapter.has_feature_map:
@@ -165,25 +193,39 @@ class RankFeat(ModelDetector):
         return torch.logsumexp(logits, dim=1)
 
 
-#: Name -> class of the model-level detectors.
-MODEL_DETECTORS: dict[str, type[ModelDetector]] = {"odin": Odin, "rankfeat": RankFeat}
+#: Name -> implementation of each model-level detector; the names are those of the
+#: declarations, ``list_detectors(level="model")``.
+MODEL_DETECTORS: dict[str, type[ModelDetector]] = {impl.name: impl for impl in (Odin, RankFeat)}
 
 
 def get_model_detector(name: str, **params: Any) -> ModelDetector:
-    """Build a model-level detector by name with its defaults (``params`` override them).
+    """Build a model-level detector by name with its declared defaults (``params`` override).
+
+    Parameters
+    ----------
+    name : str
+        A name from ``semshift.detectors.list_detectors(level="model")``.
+    **params
+        Hyperparameters, checked by :func:`semshift.detectors.check_params`.
 
     Raises
     ------
     UnknownNameError
-        Unknown name (the known ones are listed).
+        Unknown name (close matches and the known model-level names are listed).
+    InputError
+        A post-hoc detector's name, or a hyperparameter the detector does not have or does
+        not accept.
     """
+    known = list_detectors(level="model")
     if name not in MODEL_DETECTORS:
-        close = difflib.get_close_matches(name, list(MODEL_DETECTORS), n=2)
+        if name in list_detectors(level="post_hoc"):
+            raise InputError(
+                f"{name!r} is a post-hoc detector (fitted and scored on stored features, e.g. "
+                f"by semshift evaluate), not a model-level one; model-level: {', '.join(known)}"
+            )
+        close = difflib.get_close_matches(str(name), known, n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(
-            f"unknown model-level detector {name!r}{hint}; known: {', '.join(MODEL_DETECTORS)}"
+            f"unknown model-level detector {name!r}{hint}; known: {', '.join(known)}"
         )
-    try:
-        return MODEL_DETECTORS[name](**params)
-    except TypeError as err:
-        raise InputError(f"{name}: {err}") from None
+    return MODEL_DETECTORS[name](**params)

@@ -43,12 +43,12 @@ __all__ = [
     "OpenClipAdapter",
     "TimmAdapter",
     "TorchvisionAdapter",
+    "is_model",
     "kaiming_init",
     "list_models",
     "load_model",
     "load_state_dict",
     "load_weights",
-    "is_model",
     "register_model",
     "register_open_clip_config",
 ]

@@ -1,14 +1,17 @@
 """The split stage: every configured split, loaded from a manifest or built by its builder.
 
 A built split is cached under ``.cache/split/<key>/split.json`` (key = builder, parameters,
-taxonomy), and every split is written to ``<output>/splits/<name>/split.json``. Builders are
-looked up in :mod:`semshift.splits.registry`, so every registered builder is reachable here.
+taxonomy, seed and the checksums of files the parameters name), and every split is written to
+``<output>/splits/<name>/split.json``. Builders are looked up in :mod:`semshift.splits.registry`,
+so every registered builder is reachable here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext
@@ -22,6 +25,28 @@ class SplitStage:
     """The split stage's result: each configured split's manifest, by name."""
 
     manifests: dict[str, SplitManifest] = field(default_factory=dict)
+
+
+def _param_files(ctx: RunContext, params: Any) -> dict[str, str]:
+    """Checksums of the files a builder's params name (relative to the config's folder), so an
+    edited scores CSV or image list rebuilds the split."""
+    out: dict[str, str] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str | Path) and str(value):
+            path = Path(value).expanduser()
+            path = path if path.is_absolute() else ctx.cfg.base_dir / path
+            if path.is_file():
+                out[str(value)] = ctx.cache.file_checksum(path)
+
+    walk(params)
+    return out
 
 
 def run_split(ctx: RunContext) -> SplitStage:
@@ -41,7 +66,15 @@ def run_split(ctx: RunContext) -> SplitStage:
                 tax_id = cfg.taxonomy
                 if Path(cfg.taxonomy).is_file():
                     tax_id = ctx.cache.file_checksum(cfg.taxonomy)
-                key = stable_hash({"builder": sp.builder, "params": sp.params, "taxonomy": tax_id})
+                key = stable_hash(
+                    {
+                        "builder": sp.builder,
+                        "params": sp.params,
+                        "files": _param_files(ctx, sp.params),
+                        "taxonomy": tax_id,
+                        "seed": cfg.seed,
+                    }
+                )
                 rec.keys[name] = key
                 path = ctx.cache.dir("split", key) / "split.json"
                 if path.is_file() and not ctx.force:

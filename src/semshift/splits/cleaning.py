@@ -1,4 +1,6 @@
-"""ImageNet-OOD candidate cleaning (REFERENCE 4.3): drop classes that are not clean semantic shift.
+"""ImageNet-OOD candidate cleaning: drop classes that are not clean semantic shift.
+
+Method reference: docs/methods.md#imagenet-ood-cleaning.
 
 Rules, applied in order (the first that matches gives the reason code):
 
@@ -28,20 +30,28 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from pydantic import BeforeValidator
 
-from semshift.errors import InputError
+from semshift.errors import InputError, UnknownNameError
 from semshift.splits.manifest import SplitManifest
+from semshift.splits.registry import BuildContext, BuilderParams, ClassSpec, register_builder
 from semshift.splits.ssb import resolve_classes
 from semshift.taxonomy import _graph as g
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
 
-__all__ = ["RULES", "CleaningResult", "build_cleaning_split", "visual_ambiguity"]
+__all__ = [
+    "RULES",
+    "CleaningParams",
+    "CleaningResult",
+    "build_cleaning_split",
+    "visual_ambiguity",
+]
 
 RULES = {
     1: "id_related",
@@ -306,3 +316,43 @@ def visual_ambiguity(
     classes["fraction"] = classes["dropped_images"] / classes["images"]
     classes["dropped"] = classes["fraction"] > max_fraction
     return images, classes.reset_index()
+
+
+def _one_or_many(value: Any) -> Any:
+    return (value,) if isinstance(value, str) else value
+
+
+class CleaningParams(BuilderParams):
+    """Parameters of the ``cleaning`` builder: those of :func:`build_cleaning_split`, same
+    defaults (``exclude_subtrees: []`` skips rule 2, ``sisters_only: false`` skips rule 4)."""
+
+    id_classes: ClassSpec = "imagenet1k"
+    pool: ClassSpec = "imagenet21k-p"
+    exclude_subtrees: Annotated[tuple[str, ...], BeforeValidator(_one_or_many)] = ("organism.n.01",)
+    sisters_only: bool = True
+
+
+@register_builder(
+    "cleaning",
+    CleaningParams,
+    "ImageNet-OOD cleaning: candidates kept or dropped by rules 1-4 (ID-related, excluded "
+    "subtree, covariate shift, not a sister of an ID class).",
+)
+def _build_from_params(params: CleaningParams, ctx: BuildContext) -> SplitManifest:
+    """``build_cleaning_split`` on the context's taxonomy, with files resolved against
+    ``base_dir``; the excluded subtrees are looked up before the rules run."""
+    id_classes = ctx.classes("id_classes", params.id_classes)
+    pool = ctx.classes("pool", params.pool)
+    tax = ctx.load_taxonomy()
+    for k, node in enumerate(params.exclude_subtrees):
+        try:
+            tax.index(node)
+        except UnknownNameError as err:
+            raise InputError(f"{ctx.where}.params.exclude_subtrees[{k}]: {err}") from None
+    return build_cleaning_split(
+        id_classes,
+        pool,
+        taxonomy=tax,
+        exclude_subtrees=params.exclude_subtrees,
+        sisters_only=params.sisters_only,
+    ).manifest

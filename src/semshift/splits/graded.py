@@ -1,4 +1,6 @@
-"""IS-OOD graded shift (REFERENCE 4.5): a semantic x covariate grid of shift levels.
+"""IS-OOD graded shift: a semantic x covariate grid of shift levels.
+
+Method reference: docs/methods.md#is-ood-graded-shift.
 
 1. **LAID** (:class:`LAID`, :func:`train_laid`): an orthogonal matrix ``W`` (l x l) over an
    image-text embedding space; ``f_sem = (f W)[:l/2]`` and ``f_cov = (f W)[l/2:]``. It is trained on
@@ -30,20 +32,34 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from pydantic import Field, field_validator, model_validator
 
 from semshift.errors import InputError
+from semshift.splits.manifest import SplitManifest
+from semshift.splits.registry import (
+    BuildContext,
+    BuilderParams,
+    ParamError,
+    PathSpec,
+    register_builder,
+)
 
 __all__ = [
     "COVARIATE_TEMPLATES",
     "LAID",
+    "GradedParams",
+    "GradedResult",
     "bin_levels",
+    "build_graded_split",
+    "cell_name",
     "fit_laid_from_text",
     "graded_grid",
+    "grid_from_distances",
     "laid_triplets",
     "nearest_distances",
     "resolve_search_method",
@@ -421,42 +437,42 @@ def bin_levels(
     return levels.astype(np.int64), e
 
 
-def graded_grid(
-    id_features: ArrayLike,
-    test_features: ArrayLike,
-    laid: LAID,
+def grid_from_distances(
+    d_sem: ArrayLike,
+    d_cov: ArrayLike,
     *,
     n_levels: int = 8,
     policy: str = "equal-width",
     min_count: int = 10,
     sem_edges: Sequence[float] | None = None,
     cov_edges: Sequence[float] | None = None,
-    method: str = "auto",
-    nlist: int | None = None,
-    nprobe: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Semantic and covariate shift levels of test images against an ID set.
+    """Bin per-image semantic and covariate distances into the n x n grid of :func:`graded_grid`.
 
-    ``method``, ``nlist`` and ``nprobe`` choose the nearest-ID search of both halves (see
-    :func:`nearest_distances`: ``"auto"`` is exact up to :data:`AUTO_EXACT_PAIRS` pairs and
-    approximate, by an inverted file, above); the method used is recorded in
-    ``samples.attrs["search"]`` and ``cells.attrs["search"]``.
+    Parameters
+    ----------
+    d_sem, d_cov : (N,) distances of each test image to its nearest ID image (any measure)
+    n_levels, policy : levels per axis and interval policy (:func:`bin_levels`)
+    min_count : cells with fewer images are not valid
+    sem_edges, cov_edges : the level edges of each axis, for ``policy="fixed"`` only
 
     Returns
     -------
-    samples : one row per test image: d_sem, d_cov, sem_level, cov_level, cell_valid
-    cells : one row per (sem_level, cov_level): count and ``valid`` (count >= min_count)
+    samples, cells : as :func:`graded_grid`; both carry ``attrs["edges"]``, the level edges
+        of each axis (``{"sem": [...], "cov": [...]}``).
     """
-    id_sem, id_cov = laid.transform(id_features)
-    te_sem, te_cov = laid.transform(test_features)
-    how = resolve_search_method(len(id_sem), len(te_sem), method)
-    search = dict(method=how, nlist=nlist, nprobe=nprobe)
-    d_sem, _ = nearest_distances(id_sem, te_sem, method=how, nlist=nlist, nprobe=nprobe)
-    d_cov, _ = nearest_distances(id_cov, te_cov, method=how, nlist=nlist, nprobe=nprobe)
-    sem_level, _ = bin_levels(d_sem, n_levels, policy=policy, edges=sem_edges)
-    cov_level, _ = bin_levels(d_cov, n_levels, policy=policy, edges=cov_edges)
-    n_sem = n_levels if sem_edges is None else len(sem_edges) - 1
-    n_cov = n_levels if cov_edges is None else len(cov_edges) - 1
+    d_sem = np.asarray(d_sem, dtype=np.float64)
+    d_cov = np.asarray(d_cov, dtype=np.float64)
+    if d_sem.ndim != 1 or d_sem.shape != d_cov.shape:
+        raise InputError(
+            f"semantic and covariate distances must be two (N,) arrays, got shapes "
+            f"{d_sem.shape} and {d_cov.shape}"
+        )
+    if policy != "fixed" and (sem_edges is not None or cov_edges is not None):
+        raise InputError(f"level edges apply to policy 'fixed', not {policy!r}")
+    sem_level, sem_e = bin_levels(d_sem, n_levels, policy=policy, edges=sem_edges)
+    cov_level, cov_e = bin_levels(d_cov, n_levels, policy=policy, edges=cov_edges)
+    n_sem, n_cov = len(sem_e) - 1, len(cov_e) - 1
     counts = np.zeros((n_sem, n_cov), dtype=np.int64)
     np.add.at(counts, (sem_level - 1, cov_level - 1), 1)
     cells = pd.DataFrame(
@@ -479,6 +495,54 @@ def graded_grid(
             "cell_valid": counts[sem_level - 1, cov_level - 1] >= min_count,
         }
     )
+    edges = {"sem": sem_e.tolist(), "cov": cov_e.tolist()}
+    samples.attrs["edges"] = edges
+    cells.attrs["edges"] = {k: list(v) for k, v in edges.items()}
+    return samples, cells
+
+
+def graded_grid(
+    id_features: ArrayLike,
+    test_features: ArrayLike,
+    laid: LAID,
+    *,
+    n_levels: int = 8,
+    policy: str = "equal-width",
+    min_count: int = 10,
+    sem_edges: Sequence[float] | None = None,
+    cov_edges: Sequence[float] | None = None,
+    method: str = "auto",
+    nlist: int | None = None,
+    nprobe: int | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Semantic and covariate shift levels of test images against an ID set.
+
+    ``method``, ``nlist`` and ``nprobe`` choose the nearest-ID search of both halves (see
+    :func:`nearest_distances`: ``"auto"`` is exact up to :data:`AUTO_EXACT_PAIRS` pairs and
+    approximate, by an inverted file, above); the method used is recorded in
+    ``samples.attrs["search"]`` and ``cells.attrs["search"]``. The distances are binned by
+    :func:`grid_from_distances` (its ``attrs["edges"]`` are kept).
+
+    Returns
+    -------
+    samples : one row per test image: d_sem, d_cov, sem_level, cov_level, cell_valid
+    cells : one row per (sem_level, cov_level): count and ``valid`` (count >= min_count)
+    """
+    id_sem, id_cov = laid.transform(id_features)
+    te_sem, te_cov = laid.transform(test_features)
+    how = resolve_search_method(len(id_sem), len(te_sem), method)
+    search = dict(method=how, nlist=nlist, nprobe=nprobe)
+    d_sem, _ = nearest_distances(id_sem, te_sem, method=how, nlist=nlist, nprobe=nprobe)
+    d_cov, _ = nearest_distances(id_cov, te_cov, method=how, nlist=nlist, nprobe=nprobe)
+    samples, cells = grid_from_distances(
+        d_sem,
+        d_cov,
+        n_levels=n_levels,
+        policy=policy,
+        min_count=min_count,
+        sem_edges=sem_edges,
+        cov_edges=cov_edges,
+    )
     if how == "ivf":
         from semshift.splits._ann import ivf_params
 
@@ -487,3 +551,252 @@ def graded_grid(
     samples.attrs["search"] = search
     cells.attrs["search"] = dict(search)
     return samples, cells
+
+
+@dataclass
+class GradedResult:
+    """A graded grid as a split: the manifest and the tables ``semshift splits graded`` writes."""
+
+    manifest: SplitManifest
+    samples: pd.DataFrame  # one row per test image: d_sem, d_cov, sem_level, cov_level, ...
+    cells: pd.DataFrame  # one row per cell: sem_level, cov_level, count, valid
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Write ``split.json``, ``levels.csv`` (with a ``row`` column) and ``cells.csv``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame, index in (
+            ("levels.csv", self.samples, True),
+            ("cells.csv", self.cells, False),
+        ):
+            tmp = out / f".{name}.tmp"
+            frame.to_csv(tmp, index=index, index_label="row" if index else None)
+            tmp.replace(out / name)
+        self.manifest.write(out / "split.json")
+        return out
+
+
+def _array(value: ArrayLike | str | Path, what: str) -> tuple[NDArray[Any], str]:
+    """An array given as such or as a ``.npy`` file (never unpickled), and its source."""
+    if not isinstance(value, (str, Path)):
+        return np.asarray(value), "array"
+    try:
+        return np.load(value, allow_pickle=False, mmap_mode="r"), str(value)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{what} {value}: cannot read a .npy array ({err})") from None
+
+
+def cell_name(sem_level: int, cov_level: int) -> str:
+    """The manifest bin of a grid cell: ``sem{i}_cov{j}`` (levels from 1)."""
+    return f"sem{sem_level}_cov{cov_level}"
+
+
+def build_graded_split(
+    id_features: ArrayLike | str | Path | None = None,
+    test_features: ArrayLike | str | Path | None = None,
+    laid: LAID | str | Path | None = None,
+    *,
+    sem_distances: ArrayLike | str | Path | None = None,
+    cov_distances: ArrayLike | str | Path | None = None,
+    n_levels: int = 8,
+    policy: str = "equal-width",
+    min_count: int = 10,
+    sem_edges: Sequence[float] | None = None,
+    cov_edges: Sequence[float] | None = None,
+    method: str = "auto",
+    nlist: int | None = None,
+    nprobe: int | None = None,
+) -> GradedResult:
+    """The IS-OOD grid of test images as a split manifest.
+
+    Give either image embeddings and a LAID matrix (``id_features`` (N_id, l),
+    ``test_features`` (N, l), ``laid``: :func:`graded_grid`, as ``semshift splits graded``) or
+    precomputed distances (``sem_distances`` and ``cov_distances``, (N,) each:
+    :func:`grid_from_distances`). Arrays may be given as ``.npy`` files (``laid`` as ``.npz``),
+    whose paths are recorded in the manifest's params.
+
+    Returns
+    -------
+    GradedResult
+        ``manifest``: method ``graded``, ``known`` empty, one bin per cell
+        (:func:`cell_name`, semantic level major, empty cells included) holding the test
+        images' row numbers as strings (the ``row`` column of ``levels.csv``); ``extra``:
+        ``edges`` per axis, ``valid_cells`` (bins with at least ``min_count`` images),
+        ``search`` (the nearest-ID search used; null for given distances) and ``counts``.
+    """
+    features = (id_features, test_features, laid)
+    distances = (sem_distances, cov_distances)
+    if any(d is not None for d in distances):
+        if any(f is not None for f in features) or any(d is None for d in distances):
+            raise InputError(
+                "give id_features, test_features and laid, or sem_distances and cov_distances"
+            )
+        d_sem, sem_src = _array(sem_distances, "sem_distances")  # type: ignore[arg-type]
+        d_cov, cov_src = _array(cov_distances, "cov_distances")  # type: ignore[arg-type]
+        samples, cells = grid_from_distances(
+            d_sem,
+            d_cov,
+            n_levels=n_levels,
+            policy=policy,
+            min_count=min_count,
+            sem_edges=sem_edges,
+            cov_edges=cov_edges,
+        )
+        search = None
+        sources: dict[str, Any] = {"sem_distances": sem_src, "cov_distances": cov_src}
+    else:
+        if any(f is None for f in features):
+            raise InputError(
+                "give id_features, test_features and laid, or sem_distances and cov_distances"
+            )
+        x, id_src = _array(id_features, "id_features")  # type: ignore[arg-type]
+        y, test_src = _array(test_features, "test_features")  # type: ignore[arg-type]
+        model = laid if isinstance(laid, LAID) else LAID.load(laid)  # type: ignore[arg-type]
+        samples, cells = graded_grid(
+            x,
+            y,
+            model,
+            n_levels=n_levels,
+            policy=policy,
+            min_count=min_count,
+            sem_edges=sem_edges,
+            cov_edges=cov_edges,
+            method=method,
+            nlist=nlist,
+            nprobe=nprobe,
+        )
+        search = dict(cells.attrs["search"])
+        sources = {
+            "id_features": id_src,
+            "test_features": test_src,
+            "laid": "array" if isinstance(laid, LAID) else str(laid),
+        }
+    # one bin per cell, in the row order of ``cells`` (semantic level major)
+    n_cov = len(cells.attrs["edges"]["cov"]) - 1
+    cell = (samples["sem_level"].to_numpy() - 1) * n_cov + samples["cov_level"].to_numpy() - 1
+    order = np.argsort(cell, kind="stable")
+    bounds = np.searchsorted(cell[order], np.arange(len(cells) + 1))
+    rows = np.arange(len(samples)).astype(str)
+    names = [
+        cell_name(int(a), int(b)) for a, b in zip(cells.sem_level, cells.cov_level, strict=True)
+    ]
+    bins = {name: rows[order[bounds[k] : bounds[k + 1]]].tolist() for k, name in enumerate(names)}
+    valid = [name for name, ok in zip(names, cells["valid"], strict=True) if ok]
+    params: dict[str, Any] = {
+        **sources,
+        "n_levels": n_levels,
+        "policy": policy,
+        "min_count": min_count,
+        "sem_edges": None if sem_edges is None else [float(e) for e in sem_edges],
+        "cov_edges": None if cov_edges is None else [float(e) for e in cov_edges],
+    }
+    manifest = SplitManifest(
+        method="graded",
+        params=params,
+        taxonomy="none",
+        known=[],
+        bins=bins,
+        extra={
+            "edges": cells.attrs["edges"],
+            "valid_cells": valid,
+            "search": search,
+            "counts": {
+                "images": len(samples),
+                "cells": len(cells),
+                "valid_cells": len(valid),
+                "images_in_valid_cells": int(samples["cell_valid"].sum()),
+            },
+        },
+    )
+    return GradedResult(manifest=manifest, samples=samples, cells=cells)
+
+
+class GradedParams(BuilderParams):
+    """Parameters of the ``graded`` builder (:func:`build_graded_split`), as the options of
+    ``semshift splits graded`` (``levels`` is ``n_levels``), same defaults.
+
+    Inputs: ``id_features``, ``test_features`` (``.npy``) and ``laid`` (``.npz``), or
+    precomputed ``sem_distances`` and ``cov_distances`` (``.npy``, (N,) each); ``method``,
+    ``nlist`` and ``nprobe`` apply to the first form. ``sem_edges`` and ``cov_edges`` are
+    required by, and apply only to, ``policy: fixed`` (which takes its level count from them).
+    """
+
+    id_features: PathSpec | None = None
+    test_features: PathSpec | None = None
+    laid: PathSpec | None = None
+    sem_distances: PathSpec | None = None
+    cov_distances: PathSpec | None = None
+    levels: int = Field(default=8, ge=1)
+    policy: Literal["equal-width", "quantile", "fixed"] = "equal-width"
+    min_count: int = Field(default=10, ge=0)
+    sem_edges: list[float] | None = None
+    cov_edges: list[float] | None = None
+    method: str = "auto"
+    nlist: int | None = Field(default=None, ge=1)
+    nprobe: int | None = Field(default=None, ge=1)
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, value: str) -> str:
+        if value not in SEARCH_METHODS:
+            raise ValueError(f"unknown search method {value!r}; choose {', '.join(SEARCH_METHODS)}")
+        return value
+
+    @field_validator("sem_edges", "cov_edges")
+    @classmethod
+    def _edges(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and (len(value) < 2 or np.any(np.diff(value) <= 0)):
+            raise ValueError(f"expected at least two strictly increasing values, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _forms(self) -> GradedParams:
+        given = self.model_fields_set
+        features = ("id_features", "test_features", "laid")
+        distances = ("sem_distances", "cov_distances")
+        form = distances if any(getattr(self, k) is not None for k in distances) else features
+        other = features if form is distances else distances
+        for key in other:
+            if getattr(self, key) is not None:
+                raise ParamError(key, f"give {' + '.join(features)} or {' + '.join(distances)}")
+        for key in form:
+            if getattr(self, key) is None:
+                raise ParamError(key, f"required with {', '.join(k for k in form if k != key)}")
+        if form is distances:
+            for key in ("method", "nlist", "nprobe"):
+                if key in given:
+                    raise ParamError(key, "applies to id_features / test_features / laid only")
+        for key in ("sem_edges", "cov_edges"):
+            if self.policy == "fixed" and getattr(self, key) is None:
+                raise ParamError(key, "required by policy 'fixed'")
+            if self.policy != "fixed" and getattr(self, key) is not None:
+                raise ParamError(key, f"applies to policy 'fixed', not {self.policy!r}")
+        if self.policy == "fixed" and "levels" in given:
+            raise ParamError("levels", "policy 'fixed' takes its levels from the edges")
+        return self
+
+
+@register_builder(
+    "graded",
+    GradedParams,
+    "IS-OOD graded shift: test images binned into a semantic x covariate grid of levels by "
+    "their distance to the nearest ID image.",
+)
+def _build_from_params(params: GradedParams, ctx: BuildContext) -> SplitManifest:
+    """:func:`build_graded_split` on the files named in params, resolved against ``base_dir``."""
+    files = {
+        key: ctx.path(key, value)
+        for key in ("id_features", "test_features", "laid", "sem_distances", "cov_distances")
+        if (value := getattr(params, key)) is not None
+    }
+    return build_graded_split(
+        **files,
+        n_levels=params.levels,
+        policy=params.policy,
+        min_count=params.min_count,
+        sem_edges=params.sem_edges,
+        cov_edges=params.cov_edges,
+        method=params.method,
+        nlist=params.nlist,
+        nprobe=params.nprobe,
+    ).manifest

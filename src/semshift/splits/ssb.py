@@ -1,6 +1,6 @@
 """Semantic Shift Benchmark open-set splits: candidates ranked by semantic distance to the known.
 
-Presets (REFERENCE 4.2):
+Presets (docs/methods.md#ssb-splits):
 
 ``ssb``
     What the published ImageNet lists did: a breadth-first spanning tree of WordNet from the root,
@@ -35,20 +35,28 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from pydantic import BeforeValidator, field_validator, model_validator
 
 from semshift.errors import InputError, UnknownNameError
 from semshift.splits.manifest import SplitManifest
+from semshift.splits.registry import (
+    BuildContext,
+    BuilderParams,
+    ClassSpec,
+    ParamError,
+    register_builder,
+)
 from semshift.taxonomy import _graph as g
 from semshift.taxonomy.classlists import ClassList, load_classlist
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
 
-__all__ = ["PRESETS", "SSBResult", "build_ssb_split", "resolve_classes"]
+__all__ = ["PRESETS", "SSBParams", "SSBResult", "build_ssb_split", "resolve_classes"]
 
 Graph = Literal["induced-tree", "dag"]
 MeasureName = Literal["path", "lch", "wup", "gap"]
@@ -400,3 +408,104 @@ def summarize(audit: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _bin_size(value: Any) -> Any:
+    def positive(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if value is None or positive(value):
+        return value
+    if isinstance(value, (list, tuple)) and len(value) == 3 and all(map(positive, value)):
+        return tuple(value)
+    raise ValueError(f"expected a positive integer or three (easy, medium, hard), got {value!r}")
+
+
+class SSBParams(BuilderParams):
+    """Parameters of the ``ssb`` builder: those of :func:`build_ssb_split`, same defaults.
+
+    Departure: ``pool`` defaults to ``None``, which means ``imagenet21k-p`` under WordNet and
+    every leaf outside the known set under a custom taxonomy (as ``semshift splits ssb``). The
+    CLI's ``--winter21`` is ``restrict_to: imagenet21k-p-winter21``. Checked before any work:
+    ``bin_size`` and ``quantiles`` are exclusive and do not apply to measure ``gap``, whose bins
+    come from ``gap_bins`` (which applies to it alone).
+    """
+
+    known: ClassSpec = "imagenet1k"
+    pool: ClassSpec | None = None
+    preset: str = "ssb"
+    graph: Graph | None = None
+    measure: MeasureName | None = None
+    aggregation: Aggregation | None = None
+    easy_first: Literal["low", "high"] | None = None
+    bin_size: Annotated[int | tuple[int, int, int] | None, BeforeValidator(_bin_size)] = None
+    quantiles: tuple[float, float] | None = None
+    restrict_to: ClassSpec | None = None
+    gap_bins: dict[str, int] | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, value: str) -> str:
+        if value not in PRESETS:
+            raise ValueError(f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}")
+        return value
+
+    @field_validator("quantiles")
+    @classmethod
+    def _quantiles(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 < value[0] < value[1] < 1:
+            raise ValueError(f"expected two increasing fractions in (0, 1), got {list(value)}")
+        return value
+
+    @field_validator("gap_bins")
+    @classmethod
+    def _gap_bins(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        for name, gap in (value or {}).items():
+            if name not in BIN_NAMES:
+                raise ValueError(f"bin {name!r} is not one of {', '.join(BIN_NAMES)}")
+            if gap < 1:
+                raise ValueError(f"the gap of bin {name!r} must be >= 1, got {gap}")
+        return value
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> SSBParams:
+        measure = self.measure or PRESETS[self.preset]["measure"]
+        if self.bin_size is not None and self.quantiles is not None:
+            raise ParamError("quantiles", "give bin_size or quantiles, not both")
+        if measure == "gap":
+            for key in ("bin_size", "quantiles"):
+                if getattr(self, key) is not None:
+                    raise ParamError(key, "does not apply to measure 'gap' (use gap_bins)")
+        elif self.gap_bins is not None:
+            raise ParamError("gap_bins", f"applies to measure 'gap' only, not {measure!r}")
+        return self
+
+
+@register_builder(
+    "ssb",
+    SSBParams,
+    "Easy / Medium / Hard open-set bins of candidates ranked by semantic distance to the known "
+    "classes (Semantic Shift Benchmark).",
+)
+def _build_from_params(params: SSBParams, ctx: BuildContext) -> SplitManifest:
+    """``build_ssb_split`` on the context's taxonomy, with files resolved against ``base_dir``."""
+    pool = params.pool
+    if pool is None and ctx.is_wordnet():
+        pool = "imagenet21k-p"
+    known = ctx.classes("known", params.known)
+    pool = ctx.classes("pool", pool)
+    restrict_to = ctx.classes("restrict_to", params.restrict_to)
+    return build_ssb_split(
+        known,
+        pool,
+        taxonomy=ctx.load_taxonomy(),
+        preset=params.preset,
+        graph=params.graph,
+        measure=params.measure,
+        aggregation=params.aggregation,
+        easy_first=params.easy_first,
+        bin_size=params.bin_size,
+        quantiles=params.quantiles,
+        restrict_to=restrict_to,
+        gap_bins=None if params.gap_bins is None else dict(params.gap_bins),
+    ).manifest

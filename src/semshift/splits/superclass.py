@@ -1,4 +1,6 @@
-"""SOOD-ImageNet super-class splits (REFERENCE 4.4): super-classes, sub-classes, IID/Easy/Hard.
+"""SOOD-ImageNet super-class splits: super-classes, sub-classes, IID/Easy/Hard.
+
+Method reference: docs/methods.md#sood-superclasses.
 
 Two stages:
 
@@ -29,14 +31,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from pydantic import BeforeValidator, Field, model_validator
 
 from semshift.errors import InputError, UnknownNameError
 from semshift.splits.manifest import SplitManifest
+from semshift.splits.registry import (
+    BuildContext,
+    BuilderParams,
+    ClassSpec,
+    ParamError,
+    PathSpec,
+    register_builder,
+)
 from semshift.splits.ssb import resolve_classes
 from semshift.taxonomy import _graph as g
 from semshift.taxonomy.core import Taxonomy
@@ -45,10 +56,14 @@ from semshift.taxonomy.custom import load_taxonomy
 __all__ = [
     "ImageTextScorer",
     "MiniLMEncoder",
+    "ScoreSplitResult",
+    "SuperclassParams",
     "SuperclassResult",
     "TextEncoder",
+    "build_score_split",
     "build_superclasses",
     "load_superclass_names",
+    "read_scores",
     "split_by_scores",
 ]
 
@@ -482,3 +497,245 @@ def split_by_scores(
         del name
     subs["split"] = split
     return frame, subs
+
+
+SCORE_SPLITS = ("iid", "easy", "hard")
+
+
+@dataclass
+class ScoreSplitResult:
+    """IID / Easy / Hard sub-class splits (stage 2) from per-image scores."""
+
+    manifest: SplitManifest
+    images: pd.DataFrame  # superclass, subclass, score, normalised, outlier (+ path if given)
+    subclasses: pd.DataFrame  # superclass, subclass, images, kept_images, score, split
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in (("images.csv", self.images), ("subclasses.csv", self.subclasses)):
+            tmp = out / f".{name}.tmp"
+            frame.to_csv(tmp, index=False)
+            tmp.replace(out / name)
+        self.manifest.write(out / "split.json")
+        return out
+
+
+def read_scores(path: str | Path) -> pd.DataFrame:
+    """Per-image scores: a CSV with ``class`` (the image's sub-class id) and ``score`` columns,
+    optionally ``superclass`` (checked against stage 1) and ``path`` (kept in the output).
+
+    Returns the table with a ``line`` column (file line of each row) for error messages.
+    """
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read scores {path}: {err}") from None
+    missing = [c for c in ("class", "score") if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}, line 1: the header must name the column(s) {', '.join(missing)}")
+    frame["line"] = np.arange(2, len(frame) + 2)
+    return frame
+
+
+def build_score_split(
+    stage1: SuperclassResult,
+    scores: str | Path | pd.DataFrame,
+    *,
+    iqr_factor: float = 1.5,
+    easy: float = 20.0,
+    iid: float = 40.0,
+) -> ScoreSplitResult:
+    """Stage 2 as a split: :func:`split_by_scores` over the sub-classes of ``stage1``.
+
+    Parameters
+    ----------
+    stage1 : the :func:`build_superclasses` result the scores belong to
+    scores : per-image scores (:func:`read_scores`) or a DataFrame with ``class`` and ``score``
+        (``score`` = the image's similarity to its bare super-class name, e.g. by CLIP)
+    iqr_factor, easy, iid : as :func:`split_by_scores`
+
+    Every scored class must be a sub-class stage 1 assigned (an error names the first line
+    that is not); images of super-classes stage 1 dropped (fewer than ``min_subclasses``) are
+    ignored and counted.
+
+    Returns
+    -------
+    ScoreSplitResult
+        ``manifest``: method ``superclass:scores``, ``known`` empty (the labels are the
+        super-classes), ``bins = {"iid", "easy", "hard"}`` of sub-class ids (stage-1 order), and
+        in ``extra``: ``superclass_of`` (sub-class -> super-class for every binned sub-class),
+        ``subclass_scores`` (mean normalised score), ``unscored`` (sub-classes of kept
+        super-classes without a scored image, in no bin), ``counts``, and stage 1's
+        ``superclass_nodes`` and ``dropped``. ``images`` and ``subclasses`` are the tables of
+        :func:`split_by_scores`.
+    """
+    if isinstance(scores, pd.DataFrame):
+        frame, where = scores.copy(), "scores"
+        if not {"class", "score"} <= set(frame.columns):
+            raise InputError("scores: needs 'class' and 'score' columns")
+    else:
+        frame, where = read_scores(scores), str(scores)
+
+    def at(k: int) -> str:
+        return f"line {frame['line'].iloc[k]}" if "line" in frame else f"row {k + 1}"
+
+    cls = frame["class"].astype(str).str.strip()
+    raw = frame["score"]
+    value = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(value)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InputError(
+            f"{where}, {at(k)}: score {raw.iloc[k]!r} is not a finite number "
+            f"({int(bad.sum())} such rows)"
+        )
+    m = stage1.manifest
+    assigned = dict(zip(stage1.assignment["wnid"], stage1.assignment["superclass"], strict=True))
+    unknown = ~cls.isin(list(assigned)).to_numpy()
+    if unknown.any():
+        k = int(np.argmax(unknown))
+        raise InputError(
+            f"{where}, {at(k)}: class {cls.iloc[k]!r} is not a sub-class of any super-class "
+            f"({int(unknown.sum())} such rows)"
+        )
+    if "superclass" in frame:
+        given = frame["superclass"].astype(str).str.strip().to_numpy()
+        expected = cls.map(assigned).to_numpy()
+        wrong = given != expected
+        if wrong.any():
+            k = int(np.argmax(wrong))
+            raise InputError(
+                f"{where}, {at(k)}: super-class {given[k]!r}, but class {cls.iloc[k]!r} belongs "
+                f"to {expected[k]!r}"
+            )
+    owner = {wnid: sc for sc, ids in m.bins.items() for wnid in ids}
+    use = cls.isin(list(owner)).to_numpy()
+    if not use.any():
+        raise InputError(
+            f"{where}: no scored image of a kept super-class ({len(frame)} images of dropped ones)"
+        )
+    sub = cls[use].to_numpy()
+    images, subs = split_by_scores(
+        [owner[c] for c in sub], sub, value[use], iqr_factor=iqr_factor, easy=easy, iid=iid
+    )
+    if "path" in frame:
+        images.insert(0, "path", frame["path"].to_numpy()[use])
+    split_of = dict(zip(subs["subclass"], subs["split"], strict=True))
+    score_of = dict(zip(subs["subclass"], subs["score"], strict=True))
+    order = [wnid for ids in m.bins.values() for wnid in ids]
+    bins = {name: [c for c in order if split_of.get(c) == name] for name in SCORE_SPLITS}
+    binned = [c for c in order if c in split_of]
+    params: dict[str, Any] = {
+        **m.params,
+        "scores": where,
+        "iqr_factor": iqr_factor,
+        "easy": easy,
+        "iid": iid,
+    }
+    extra: dict[str, Any] = {
+        "superclass_of": {c: owner[c] for c in binned},
+        "subclass_scores": {
+            c: float(score_of[c]) if np.isfinite(score_of[c]) else None for c in binned
+        },
+        "unscored": [c for c in order if c not in split_of],
+        "counts": {
+            "images": len(frame),
+            "images_used": int(use.sum()),
+            "images_of_dropped_superclasses": int((~use).sum()),
+            "outliers": int(images["outlier"].sum()),
+            **{f"bin_{k}": len(v) for k, v in bins.items()},
+        },
+        "superclass_nodes": m.extra["superclass_nodes"],
+        "dropped": m.extra["dropped"],
+    }
+    manifest = SplitManifest(
+        method="superclass:scores",
+        params=json.loads(json.dumps(params)),
+        taxonomy=m.taxonomy,
+        known=[],
+        bins=bins,
+        extra=extra,
+    )
+    return ScoreSplitResult(manifest=manifest, images=images, subclasses=subs)
+
+
+def _names(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ValueError(f"expected 'sood', a file of names or a list of names, got {value!r}")
+
+
+class SuperclassParams(BuilderParams):
+    """Parameters of the ``superclass`` builder.
+
+    Stage 1 (:func:`build_superclasses`, same defaults but one): the manifest has one bin per
+    kept super-class holding its sub-classes. Departure: ``allow_empty`` defaults to ``true``,
+    as in ``semshift splits superclass`` (three of the 56 SOOD names gather no ImageNet-21K-P
+    class). The text encoder of the embedding fallback is the default one (MiniLM).
+
+    Stage 2 runs when ``scores`` names a CSV of per-image scores (:func:`read_scores`: columns
+    ``class``, ``score``, optional ``superclass`` and ``path``): the manifest then has bins
+    ``iid`` / ``easy`` / ``hard`` of sub-classes (:func:`build_score_split`, defaults of
+    :func:`split_by_scores`). ``iqr_factor``, ``easy`` and ``iid`` apply only with ``scores``.
+    """
+
+    names: Annotated[str | list[str], BeforeValidator(_names)] = "sood"
+    pool: ClassSpec = "imagenet21k-p"
+    levels: int = Field(default=2, ge=1)
+    min_subclasses: int = Field(default=10, ge=0)
+    threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
+    nodes: dict[str, str] | None = None
+    sense: Literal["most-subclasses", "first"] = "most-subclasses"
+    allow_empty: bool = True
+    scores: PathSpec | None = None
+    iqr_factor: float = Field(default=1.5, ge=0.0)
+    easy: float = Field(default=20.0, ge=0.0, le=100.0)
+    iid: float = Field(default=40.0, ge=0.0, le=100.0)
+
+    @model_validator(mode="after")
+    def _stage2(self) -> SuperclassParams:
+        if self.scores is None:
+            for key in ("iqr_factor", "easy", "iid"):
+                if key in self.model_fields_set:
+                    raise ParamError(key, "applies only with 'scores' (the image-score stage)")
+        if not self.easy < self.iid:
+            raise ParamError("iid", f"must exceed easy ({self.easy}), got {self.iid}")
+        return self
+
+
+@register_builder(
+    "superclass",
+    SuperclassParams,
+    "SOOD super-classes and their sub-classes; with per-image scores, IID / Easy / Hard "
+    "sub-class bins.",
+)
+def _build_from_params(params: SuperclassParams, ctx: BuildContext) -> SplitManifest:
+    """Stage 1 (and stage 2 with ``scores``) on the context's taxonomy, with files resolved
+    against ``base_dir``."""
+    names = params.names
+    if isinstance(names, str) and names != "sood":
+        names = str(ctx.path("names", names))
+    pool = ctx.classes("pool", params.pool)
+    scores = None if params.scores is None else ctx.path("scores", params.scores)
+    stage1 = build_superclasses(
+        names,
+        pool,
+        taxonomy=ctx.load_taxonomy(),
+        levels=params.levels,
+        min_subclasses=params.min_subclasses,
+        threshold=params.threshold,
+        nodes=None if params.nodes is None else dict(params.nodes),
+        sense=params.sense,
+        allow_empty=params.allow_empty,
+    )
+    if scores is None:
+        return stage1.manifest
+    return build_score_split(
+        stage1, scores, iqr_factor=params.iqr_factor, easy=params.easy, iid=params.iid
+    ).manifest

@@ -1,4 +1,6 @@
-"""Zero-shot splits (REFERENCE 4.6): seen/unseen classes and the image sets of "proposed split v2".
+"""Zero-shot splits: seen/unseen classes and the image sets of "proposed split v2".
+
+Method reference: docs/methods.md#zero-shot-splits.
 
 Class level: ``seen`` (the manifest's ``known``) and ``unseen`` are disjoint; the seen classes are
 split again into disjoint ``train`` and ``val`` classes for cross-validation.
@@ -21,6 +23,7 @@ evaluation of the good, the bad and the ugly. TPAMI. (Proposed Split Version 2.0
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,14 +32,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 
 from semshift.errors import InputError
 from semshift.splits.manifest import SplitManifest
+from semshift.splits.registry import (
+    BuildContext,
+    BuilderParams,
+    ClassSpec,
+    ParamError,
+    PathSpec,
+    register_builder,
+)
 from semshift.splits.ssb import resolve_classes
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
 
-__all__ = ["ZSLResult", "build_zsl_split", "read_image_list"]
+__all__ = ["ZSLParams", "ZSLResult", "build_zsl_split", "read_image_list"]
 
 DISJOINT = [["known", "unseen"], ["train", "val"], ["train", "unseen"], ["val", "unseen"]]
 IMAGE_CLASSES = {
@@ -64,6 +76,17 @@ class ZSLResult:
         tmp.replace(out / "images.csv")
         self.manifest.write(out / "split.json")
         return out
+
+    def manifest_with_images(self) -> SplitManifest:
+        """The manifest with the image table inline, for a split written as ``split.json`` alone.
+
+        ``extra["images"]`` holds the table's columns (``{"path": [...], "class": [...],
+        "set": [...]}``, paths relative to ``extra["image_root"]``) instead of the name of
+        ``images.csv``; the rest is :attr:`manifest` unchanged.
+        """
+        table = {col: self.images[col].astype(str).tolist() for col in ("path", "class", "set")}
+        extra = {**self.manifest.extra, "images": table}
+        return dataclasses.replace(self.manifest, extra=extra)
 
 
 def read_image_list(path: str | Path) -> pd.DataFrame:
@@ -230,3 +253,60 @@ def build_zsl_split(
         },
     )
     return ZSLResult(manifest=manifest, images=images_out)
+
+
+class ZSLParams(BuilderParams):
+    """Parameters of the ``zsl`` builder: those of :func:`build_zsl_split` (the options of
+    ``semshift splits zsl``), same defaults; ``seed: null`` (the default) takes the run's seed.
+
+    The manifest carries the image table inline (:meth:`ZSLResult.manifest_with_images`), since
+    the split stage writes ``split.json`` alone. ``max_hops`` needs ``not_unseen``; ``unseen``
+    (explicit unseen classes) excludes ``unseen_fraction``, ``not_unseen`` and ``max_hops``.
+    """
+
+    classes: ClassSpec
+    images: PathSpec
+    unseen: ClassSpec | None = None
+    unseen_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
+    val_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
+    test_seen_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
+    not_unseen: ClassSpec | None = None
+    max_hops: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ZSLParams:
+        if self.max_hops is not None and self.not_unseen is None:
+            raise ParamError("max_hops", "needs not_unseen (the classes hops are counted from)")
+        if self.unseen is not None:
+            for key in ("unseen_fraction", "not_unseen", "max_hops"):
+                if key in self.model_fields_set:
+                    raise ParamError(key, "does not apply when 'unseen' lists the unseen classes")
+        return self
+
+
+@register_builder(
+    "zsl",
+    ZSLParams,
+    "Zero-shot split (proposed split v2): disjoint seen / unseen and train / val classes, and "
+    "the trainval / train / val / test_seen / test_unseen image sets.",
+)
+def _build_from_params(params: ZSLParams, ctx: BuildContext) -> SplitManifest:
+    """:func:`build_zsl_split` on the context's taxonomy (files resolved against ``base_dir``,
+    ``seed`` defaulting to the context's), with the image table inline."""
+    classes = ctx.classes("classes", params.classes)
+    images = ctx.path("images", params.images)
+    unseen = ctx.classes("unseen", params.unseen)
+    not_unseen = ctx.classes("not_unseen", params.not_unseen)
+    return build_zsl_split(
+        classes,
+        images,
+        taxonomy=ctx.load_taxonomy(),
+        unseen=unseen,
+        unseen_fraction=params.unseen_fraction,
+        val_fraction=params.val_fraction,
+        test_seen_fraction=params.test_seen_fraction,
+        not_unseen=not_unseen,
+        max_hops=params.max_hops,
+        seed=ctx.seed if params.seed is None else params.seed,
+    ).manifest_with_images()

@@ -573,7 +573,9 @@ class Taxonomy:
         return parent
 
     def induced_tree(self, nodes: Sequence[Key], *, name: str | None = None) -> Taxonomy:
-        """The forest induced on ``nodes`` by the breadth-first spanning tree (REFERENCE 4.2).
+        """The forest induced on ``nodes`` by the breadth-first spanning tree.
+
+        Method reference: docs/methods.md#ssb-splits and docs/methods.md#wordnet-taxonomy.
 
         Each node's parent is its nearest proper ancestor on its spanning-tree path to the root that
         is itself in ``nodes``; nodes with none become roots. This is the "chain" of the SSB
