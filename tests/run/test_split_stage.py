@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from tests.run.conftest import base_config, build_stores
 
 from semshift.errors import InputError
 from semshift.run import load_config, run
 from semshift.splits.manifest import SplitManifest
 from semshift.splits.registry import list_builders
 from semshift.splits.ssb import build_ssb_split
-from tests.run.conftest import base_config, build_stores
 
 
 def test_every_registered_builder_is_a_valid_config_builder():
@@ -43,7 +43,8 @@ def test_a_builder_split_is_built_cached_and_filters_a_set(tmp_path, aircraft_cs
 @pytest.mark.parametrize(
     ("split", "message"),
     [
-        ({"builder": "sbb"}, "splits.air.builder: unknown split builder 'sbb' (did you mean 'ssb'?)"),
+        ({"builder": "sbb"},
+         "splits.air.builder: unknown split builder 'sbb' (did you mean 'ssb'?)"),
         ({"builder": "ssb", "params": {"presett": "ssb"}}, "splits.air.params.presett"),
         ({"builder": "cleaning", "params": {"sisters_only": "maybe"}},
          "splits.air.params.sisters_only"),
