@@ -27,7 +27,7 @@ import difflib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
@@ -185,11 +185,14 @@ class _ProtocolsBase(_Strict):
 
 #: The ``protocols:`` section: one optional key per registered protocol, validated by the
 #: config model the protocol declares (built once, when this module is imported).
-ProtocolsConfig = create_model(  # type: ignore[call-overload]
-    "ProtocolsConfig",
-    __base__=_ProtocolsBase,
-    **{name: (get_protocol(name).config | None, None) for name in list_protocols()},
-)
+if TYPE_CHECKING:
+    ProtocolsConfig = _ProtocolsBase
+else:
+    ProtocolsConfig = create_model(
+        "ProtocolsConfig",
+        __base__=_ProtocolsBase,
+        **{name: (get_protocol(name).config | None, None) for name in list_protocols()},
+    )
 
 
 class BootstrapConfig(_Strict):
@@ -214,7 +217,7 @@ class RunConfig(_Strict):
     model: ModelConfig | None = None
     data: DataConfig
     detectors: Literal["all"] | list[str | DetectorSpec] = "all"
-    protocols: ProtocolsConfig = Field(default_factory=ProtocolsConfig)  # type: ignore[valid-type]
+    protocols: ProtocolsConfig = Field(default_factory=ProtocolsConfig)
     metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
     report: ReportConfig | None = None
@@ -472,13 +475,13 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
         fail("model.weights", "required to extract 'images' sets (semshift never downloads)")
     from semshift.detectors import check_params, list_detectors
 
-    known = list_detectors()
+    detector_names = list_detectors()
     for i, spec in enumerate(cfg.detector_specs()):
-        if spec.name not in known:
-            close = difflib.get_close_matches(spec.name, known, n=3)
+        if spec.name not in detector_names:
+            close = difflib.get_close_matches(spec.name, detector_names, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             fail(f"detectors[{i}]", f"unknown detector {spec.name!r}{hint}; known: "
-                 f"{', '.join(known)}")  # fmt: skip
+                 f"{', '.join(detector_names)}")  # fmt: skip
         try:
             check_params(spec.name, spec.params)  # declared constraints, before any work
         except InputError as err:

@@ -10,6 +10,7 @@ path, class id, predicted class name and nearest known class in the taxonomy.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import pandas as pd
 
 from semshift import __version__
 from semshift.protocols.registry import ProtocolInputs, get_protocol
-from semshift.protocols.sets import Bootstrap, ScoredSet
+from semshift.protocols.sets import Bootstrap, ScoredSet, level_str
 from semshift.protocols.tidy import error_row, results_frame
 from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext, one_line
@@ -82,8 +83,8 @@ def scored_sets(scored: ScoredWorld, names: Sequence[str] | None = None) -> list
                 scores=sc,
                 errors=er,
                 split=set_cfg.split if set_cfg is not None else None,
-                semantic_level=set_cfg.semantic_level if set_cfg is not None else None,
-                covariate_level=set_cfg.covariate_level if set_cfg is not None else None,
+                semantic_level=level_str(set_cfg.semantic_level) if set_cfg is not None else None,
+                covariate_level=level_str(set_cfg.covariate_level) if set_cfg is not None else None,
                 **row_levels,
             )
         )
@@ -152,7 +153,7 @@ def _protocols(ctx: RunContext, scored: ScoreStage) -> pd.DataFrame:
     calls: list[tuple[str, Callable[[], pd.DataFrame]]] = []
     for name in cfg.protocols.enabled():
         spec, pc = get_protocol(name), cfg.protocols.get(name)
-        calls.append((name, lambda spec=spec, pc=pc: spec.run(inputs, pc)))
+        calls.append((name, functools.partial(spec.run, inputs, pc)))
     with ctx.log.bar("evaluate", len(calls)) as advance:
         for name, call in calls:
             t1 = time.perf_counter()

@@ -158,9 +158,9 @@ class _Extractor:
                 del cache[seed]
         for seed in sorted(wanted - set(cache)):
             cache[seed] = self.load_model(seed)
-        out = []
-        for seed in seeds:
-            adapter = self.model_adapter if seed is None else cache[seed]
+        out: list[ModelAdapter] = []
+        for s in seeds:
+            adapter = self.model_adapter if s is None else cache[s]
             assert adapter is not None
             out.append(adapter)
         return out
