@@ -126,3 +126,24 @@ def test_numeric_selections_and_bad_options_are_one_line(stores, tmp_path, semsh
         assert bad.returncode == 2, (extra, bad.stdout)
         assert bad.stderr.startswith("error: ") and message in bad.stderr, (extra, bad.stderr)
         assert bad.stderr.count("\n") == 1
+
+
+def test_evaluate_operating_point(stores, tmp_path, semshift):
+    out = tmp_path / "op"
+    args = [
+        "evaluate", "--train", str(stores["train"]), "--test", str(stores["test"]),
+        "--ood", f"easy={stores['ood']}", "-d", "msp", "--bootstrap", "0", "--out", str(out),
+        "--quiet", "--no-report",
+    ]  # fmt: skip
+    done = semshift(*args, "--operating-point", "0.9")
+    assert done.returncode == 0, done.stderr
+    table = pd.read_parquet(out / "results.parquet")
+    op = table[table["protocol"] == "operating_point"]
+    thr = op[op["metric"] == "threshold"]
+    assert thr["split"].item().startswith("id_test half")  # no --val: half of id_test
+    assert set(op["metric"]) == {"threshold", "rejection_rate", "accepted_wrong_rate"}
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["protocols"]["operating_point"] == {"recall": 0.9}
+    bad = semshift(*args, "--operating-point", "1.5")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().startswith("error: --operating-point:"), bad.stderr

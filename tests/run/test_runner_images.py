@@ -194,3 +194,47 @@ def test_open_clip_model_in_a_config_gets_its_class_names(image_config, tmp_path
     logits = open_store(tmp_path / "direct").arrays("logits")[0]
     np.testing.assert_array_equal(frame["pred"].to_numpy(), logits.argmax(1))
     assert set(frame["pred_name"]) <= {"red", "green", "blue"}
+
+
+def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
+    image_config, tmp_path
+):
+    """protocols.operating_point: the threshold comes from the scored id_val set, the rates
+    per set match a hand count on the score files, and the report embeds thumbnails with
+    their predicted class, nearest known class and score."""
+    import re
+
+    import pandas as pd
+
+    root, base = image_config
+    cfg = {
+        **base,
+        "output": str(tmp_path / "out"),
+        "data": {**base["data"], "id_val": {"images": str(root / "test")}},
+        "detectors": ["msp", "energy"],
+        "protocols": {"operating_point": {"recall": 0.9, "gallery": 2}},
+        "report": {"formats": ["html", "md"]},
+    }
+    result = run(cfg, progress=False)
+    assert not result.errors, result.errors
+    table = result.results
+    op = table[table["protocol"] == "operating_point"]
+    out = tmp_path / "out"
+    val = pd.read_parquet(out / "scores" / "id_val.parquet")
+    ood = pd.read_parquet(out / "scores" / "ood.parquet")
+    for det in ("msp", "energy"):
+        thr = op.query("detector == @det and metric == 'threshold'")
+        assert thr["split"].item() == "id_val"
+        t = thr["value"].item()
+        s_val = np.sort(val[f"score:{det}"].to_numpy())
+        # the largest t keeping at least 90 % of the validation scores
+        k = int(np.ceil(0.9 * len(s_val) - 1e-9))
+        assert t == pytest.approx(s_val[len(s_val) - k])
+        rej = op.query("detector == @det and set == 'ood' and metric == 'rejection_rate'")
+        assert rej["value"].item() == pytest.approx(np.mean(ood[f"score:{det}"] < t))
+    assert {"path", "class_id", "pred_name", "nearest_known"} <= set(ood.columns)
+    assert set(ood["class_id"]) == {"grey"} and set(ood["pred_name"]) <= {"r", "g", "b"}
+    html = (out / "report.html").read_text()
+    assert len(re.findall(r"data:image/(?:png|jpeg);base64,", html)) >= 2
+    assert "Operating point" in html
+    assert (out / "report.html").stat().st_size < 10_000_000

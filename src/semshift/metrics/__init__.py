@@ -9,6 +9,8 @@ Where things live:
   :func:`ranking_metrics` (all of them from one sort);
 - ``classification``: accuracy, macro-F1, confusion matrix, mIoU;
 - ``osr``: OSCR (exact and ARPL variants);
+- ``operating``: a fixed rejection threshold (at an ID recall) and what it rejects and lets
+  through wrongly;
 - ``failure``: AURC, e-AURC, AUGRC, the ImageNet-OOD label builders and AUROC decomposition;
 - ``shift``: per-cell shift grids and level correlation / sensitivity (IS-OOD);
 - ``zsl``: GZSL ts / tr / H and ZSL top-1;
@@ -37,6 +39,7 @@ from semshift.metrics.failure import (
     newclass_labels,
 )
 from semshift.metrics.many import DEFAULT_METRICS, evaluate_many
+from semshift.metrics.operating import OperatingRates, operating_rates, threshold_at_recall
 from semshift.metrics.osr import oscr
 from semshift.metrics.ranking import (
     RankingMetrics,
@@ -59,6 +62,7 @@ __all__ = [
     "DeLongResult",
     "GZSLResult",
     "MetricSpec",
+    "OperatingRates",
     "RankingMetrics",
     "accuracy",
     "augrc",
@@ -85,9 +89,11 @@ __all__ = [
     "macro_f1",
     "miou",
     "newclass_labels",
+    "operating_rates",
     "oscr",
     "per_class_accuracy",
     "ranking_metrics",
     "register_metric",
     "shift_grid",
+    "threshold_at_recall",
 ]

@@ -31,6 +31,7 @@ __all__ = [
     "auroc",
     "detection_error",
     "fpr_at_tpr",
+    "n_required",
     "ranking_metrics",
 ]
 
@@ -43,12 +44,23 @@ IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
 
-def _n_required(frac: float, n: int) -> int:
-    """Smallest k in 1..n with k / n >= frac, robust to ``frac * n`` rounding up (0.07 * 100)."""
+def n_required(frac: float, n: int) -> int:
+    """Smallest k in 1..n with k / n >= frac, robust to ``frac * n`` rounding up (0.07 * 100).
+
+    The number of ID scores a threshold at recall ``frac`` keeps (the ``id_recall`` convention
+    of :func:`fpr_at_tpr`, and :func:`semshift.metrics.threshold_at_recall`).
+
+    Examples
+    --------
+    >>> n_required(0.95, 20), n_required(0.07, 100), n_required(1.0, 3)
+    (19, 7, 3)
+    """
     k = math.ceil(frac * n)
     if k > 1 and (k - 1) / n >= frac:
         k -= 1
     return min(max(k, 1), n)
+
+
 
 
 Runs = tuple[IntArray, IntArray] | None
@@ -285,10 +297,10 @@ class _RankCore:
         """FPR at the threshold reaching ``tpr`` recall of the class given by ``convention``."""
         sa, sb, n1, n0 = self.id_sorted, self.ood_sorted, self.n_id, self.n_ood
         if convention == "id_recall":
-            k = _n_required(tpr, n1)
+            k = n_required(tpr, n1)
             t = sa[n1 - k]  # largest t with #ID >= t at least k
             return float(n0 - np.searchsorted(sb, t, side="left")) / n0
-        k = _n_required(tpr, n0)
+        k = n_required(tpr, n0)
         t = sb[k - 1]  # smallest t with #OOD <= t at least k
         return float(np.searchsorted(sa, t, side="right")) / n1
 

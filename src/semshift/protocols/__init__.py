@@ -4,7 +4,8 @@ Each protocol function takes :class:`ScoredSet` objects (labels, predictions and
 normality scores) and returns the tidy results table (:data:`RESULT_COLUMNS`). Where things
 live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass``
 (new-class vs failure detection and the AUROC decomposition), ``graded`` (IS-OOD grid),
-``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``. Each registers itself
+``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``, ``operating``
+(the rejection rule at a target ID recall). Each registers itself
 with its config model in ``registry`` (:func:`list_protocols`, :func:`get_protocol`), which is
 how a run configuration reaches it; the runner behind ``semshift run`` is :mod:`semshift.run`.
 Protocols are pure functions of scored sets: this package reads no files but those a protocol's
@@ -15,6 +16,7 @@ from semshift.protocols.generalisation import generalisation
 from semshift.protocols.graded import graded, level_order
 from semshift.protocols.gzsl import gzsl
 from semshift.protocols.newclass import newclass_failure
+from semshift.protocols.operating import operating_point
 from semshift.protocols.osr import osr
 from semshift.protocols.registry import (
     ProtocolConfig,
@@ -44,6 +46,7 @@ __all__ = [
     "level_order",
     "list_protocols",
     "newclass_failure",
+    "operating_point",
     "osr",
     "register_protocol",
     "results_frame",

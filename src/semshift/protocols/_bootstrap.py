@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 from semshift.detectors import default_threads
 from semshift.errors import InputError, SemshiftError
 from semshift.metrics import evaluate_many, list_metrics, oscr
-from semshift.metrics.ranking import _n_required
+from semshift.metrics.ranking import n_required
 from semshift.metrics.stats import _BLOCK_ELEMENTS, _counts
 from semshift.protocols.sets import Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row
@@ -299,7 +299,7 @@ def ranked_bootstrap(
     if n_ref == 0 or n_sub == 0 or min(sizes) == 0:
         return BootstrapStats(out)
     bounds = np.concatenate(([0], np.cumsum(sizes))).astype(np.intp)
-    k_fpr = _n_required(float(tpr), n_ref)
+    k_fpr = n_required(float(tpr), n_ref)
     n0 = np.asarray(sizes, dtype=np.float64)[:, None]  # (n_sub, 1)
 
     def plan_of(d: int) -> _Plan | None:
@@ -749,7 +749,7 @@ def pool_bootstrap(
                 # threshold: the k-th largest resampled set score; pool images >= it, which
                 # is the pool count at that image's "right" position
                 ca = np.cumsum(vs, axis=1)  # (b, n_S): resampled set images <= xs[i]
-                k_fpr = _n_required(0.95, sizes[k])
+                k_fpr = n_required(0.95, sizes[k])
                 i_b = np.count_nonzero(ca[:, :-1] <= sizes[k] - k_fpr, axis=1)
                 out["fpr95"][d, k, sl] = cum[np.arange(b), le_i[i_b]] / n_p
 

@@ -3,12 +3,14 @@
 Reads only what ``semshift run`` writes (docs/design/run.md): ``results.parquet``,
 ``results.json``, ``scores/<set>.parquet`` and ``sanity/seed<k>/<set>.parquet``.
 
-- :func:`write_report`: ``report.html`` (self-contained, figures as data URIs), ``report.md``
-  (figures linked) and ``figures/*.png``;
+- :func:`write_report`: ``report.html`` (self-contained, figures and thumbnails as data
+  URIs), ``report.md`` (figures linked), ``figures/*.png`` and ``figures/gallery/*``;
 - ``tables``: the papers' tables (:func:`osr_table`, :func:`newclass_failure_table`,
-  :func:`decomposition_table`, graded, sanity, generalisation and GZSL tables) and
-  :func:`headline_table`, each a :class:`Table` rendering to Markdown, HTML and rich;
-- ``figures``: matplotlib ``Figure`` builders (Agg, no pyplot state) and :func:`oscr_curve`.
+  :func:`decomposition_table`, graded, operating-point, sanity, generalisation and GZSL tables)
+  and :func:`headline_table`, each a :class:`Table` rendering to Markdown, HTML and rich;
+- ``figures``: matplotlib ``Figure`` builders (Agg, no pyplot state) and :func:`oscr_curve`;
+- ``gallery``: the operating-point image gallery (thumbnails of what a detector's rejection
+  threshold accepts and rejects), kept within ``protocols.operating_point.max_report_bytes``.
 
 Example
 -------
@@ -40,6 +42,8 @@ from semshift.report.tables import (
     gzsl_table,
     headline_table,
     newclass_failure_table,
+    operating_point_overview_table,
+    operating_point_table,
     osr_metrics_table,
     osr_table,
     sanity_table,
@@ -59,6 +63,8 @@ __all__ = [
     "headline_table",
     "load_run",
     "newclass_failure_table",
+    "operating_point_overview_table",
+    "operating_point_table",
     "oscr_curve",
     "osr_metrics_table",
     "osr_table",
@@ -79,6 +85,9 @@ class ReportPaths:
         ``report.html`` / ``report.md`` (None when that format was not asked for).
     figures : list of Path
         Every PNG under ``figures/``, in report order.
+    gallery : list of Path
+        The thumbnails under ``figures/gallery/`` that report.md links (the operating-point
+        gallery; report.html embeds the same ones).
     seconds : dict of str to float
         Time spent per part (tables, each figure kind, rendering), for benchmarks.
     """
@@ -87,6 +96,7 @@ class ReportPaths:
     md: Path | None = None
     figures: list[Path] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    gallery: list[Path] = field(default_factory=list)
 
 
 def write_report(
@@ -116,8 +126,11 @@ def write_report(
 
     Notes
     -----
-    Old PNGs in ``figures/`` are removed first, so the folder holds exactly this report's
-    figures. Sections appear only for the protocols present in the results.
+    Old PNGs in ``figures/`` and old thumbnails in ``figures/gallery/`` are removed first, so
+    the folders hold exactly this report's images. Sections appear only for the protocols
+    present in the results. The operating-point gallery stops adding thumbnails when
+    report.html would pass ``protocols.operating_point.max_report_bytes`` of the run's
+    results.json (default 10 MB) and says so in the report.
     """
     fmts = tuple(dict.fromkeys(formats))
     bad = [f for f in fmts if f not in _FORMATS]
@@ -131,10 +144,16 @@ def write_report(
     run = load_run(output_dir)
     fig_dir = run.root / "figures"
     if fig_dir.is_dir():
-        for old in fig_dir.glob("*.png"):
+        for old in [*fig_dir.glob("*.png"), *fig_dir.glob("gallery/*.jpg")]:
+            old.unlink()
+        for old in fig_dir.glob("gallery/*.png"):
             old.unlink()
     report = build_report(run, title=title)
-    paths = ReportPaths(figures=list(report.figures), seconds=dict(report.timings))
+    paths = ReportPaths(
+        figures=list(report.figures),
+        seconds=dict(report.timings),
+        gallery=list(report.thumbnails),
+    )
     t1 = time.perf_counter()
     if "html" in fmts:
         paths.html = run.root / "report.html"

@@ -19,8 +19,15 @@ from matplotlib.figure import Figure
 from semshift.report import figures as F
 from semshift.report import tables as T
 from semshift.report._load import RunData
+from semshift.report.gallery import (
+    GALLERY_DIR,
+    Gallery,
+    GallerySettings,
+    gallery_settings,
+    operating_galleries,
+)
 
-__all__ = ["FigureRef", "Paragraph", "Report", "Section", "build_report"]
+__all__ = ["FigureRef", "Gallery", "Paragraph", "Report", "Section", "build_report"]
 
 #: Resolution of the saved PNGs: small, so 24-detector small multiples stay light.
 DPI = 80
@@ -43,7 +50,7 @@ class Paragraph:
     items: tuple[str, ...] = ()
 
 
-Block = T.Table | FigureRef | Paragraph
+Block = T.Table | FigureRef | Paragraph | Gallery
 
 
 @dataclass
@@ -64,6 +71,7 @@ class Report:
     sections: list[Section]
     figures: list[Path]
     timings: dict[str, float]
+    thumbnails: list[Path] = field(default_factory=list)
 
 
 def fpr_convention(provenance: dict[str, Any]) -> str:
@@ -237,6 +245,13 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
             )
         sections.append(sec)
 
+    galleries: list[Gallery] = []
+    settings = gallery_settings(prov)
+    if "operating_point" in present:
+        t0 = time.perf_counter()
+        sections += _operating_sections(run, settings, galleries)
+        figs.seconds["operating_point"] = time.perf_counter() - t0
+
     if "sanity" in present:
         delta = sanity_delta(prov)
         sec = Section("sanity", "Random-model sanity check")
@@ -301,7 +316,108 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
         f"scores (higher = more in-distribution); table values are x100 with one decimal. "
         f"{fpr_note}"
     )
-    return Report(report_title, intro, sections, figs.paths, figs.seconds)
+    report = Report(report_title, intro, sections, figs.paths, figs.seconds)
+    if galleries:
+        t0 = time.perf_counter()
+        report.thumbnails = _fit_galleries(
+            report, galleries, settings.max_report_bytes, run.root / GALLERY_DIR
+        )
+        figs.seconds["gallery_fit"] = time.perf_counter() - t0
+    return report
+
+
+def _operating_sections(
+    run: RunData, settings: GallerySettings, galleries: list[Gallery]
+) -> list[Section]:
+    """The operating-point tables and the image gallery (its blocks appended to ``galleries``)."""
+    res = run.results
+    sec = Section("operating_point", "Operating point")
+    sec.blocks.append(T.operating_point_overview_table(res, recall=settings.recall))
+    detectors = T.operating_point_detectors(res)
+    for det in detectors:
+        sec.blocks.append(T.operating_point_table(res, det, recall=settings.recall))
+    rows = res[
+        (res["protocol"] == "operating_point")
+        & (res["metric"] == "threshold")
+        & res["error"].isna()
+        & res["detector"].notna()
+    ]
+    thresholds = {str(r.detector): float(r.value) for r in rows.itertuples(index=False)}
+    found, reason = operating_galleries(run, thresholds, detectors, settings.per_kind)
+    gal = Section("operating_point_gallery", "Operating point: image gallery")
+    if reason is not None:
+        gal.blocks.append(Paragraph(f"No image gallery: {reason}."))
+        return [sec, gal]
+    gal.blocks.append(
+        Paragraph(
+            "Per detector, at its operating-point threshold t: the OOD images it accepts most "
+            "confidently, the correctly classified ID test images it rejects, and the images "
+            "where it disagrees most with msp. Each caption gives the predicted class, the "
+            "nearest known class in the taxonomy (where the run recorded one), the score and "
+            "the set."
+        )
+    )
+    for det in detectors:
+        for g in found.get(det, []):
+            gal.blocks.append(g)
+            galleries.append(g)
+    return [sec, gal]
+
+
+_CUT_NOTE = (
+    "The gallery stopped at the report's size bound (max_report_bytes = {limit:,} bytes of "
+    "report.html): {shown} of {total} thumbnails are shown, the best-ranked of every gallery "
+    "first."
+)
+
+
+def _fit_galleries(
+    report: Report, galleries: list[Gallery], max_bytes: int, folder: Path
+) -> list[Path]:
+    """Keep report.html within ``max_bytes``: add thumbnails, the best-ranked of every gallery
+    first (rank 1 of each, then rank 2 ...), until the next one would pass the bound; say so
+    in the report when some are left out. Writes the kept thumbnails under figures/gallery/
+    (report.md links them) and returns their paths."""
+    from semshift.report.html import render_html, thumbnail_html
+
+    candidates = [list(g.thumbnails) for g in galleries]
+    total = sum(len(c) for c in candidates)
+    for g in galleries:
+        g.thumbnails = []
+    # the note is in place while measuring, with the widest numbers it can show
+    gal_sec = next(s for s in report.sections if s.key == "operating_point_gallery")
+    note = Paragraph(_CUT_NOTE.format(limit=max_bytes, shown=total, total=total))
+    gal_sec.blocks.insert(1, note)
+    size = len(render_html(report).encode("utf-8"))
+    shown = 0
+    stop = False
+    for rank in range(max((len(c) for c in candidates), default=0)):
+        for g, cands in zip(galleries, candidates, strict=True):
+            if rank >= len(cands):
+                continue
+            cost = len(thumbnail_html(cands[rank]).encode("utf-8"))
+            if size + cost > max_bytes:
+                stop = True
+                break
+            g.thumbnails.append(cands[rank])
+            size += cost
+            shown += 1
+        if stop:
+            break
+    if shown == total:
+        gal_sec.blocks.remove(note)
+    else:
+        i = gal_sec.blocks.index(note)
+        gal_sec.blocks[i] = Paragraph(_CUT_NOTE.format(limit=max_bytes, shown=shown, total=total))
+    written: dict[Path, None] = {}
+    for g in galleries:
+        for t in g.thumbnails:
+            path = folder / t.filename
+            if path not in written:
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(t.data)
+                written[path] = None
+    return list(written)
 
 
 def _safe(name: str) -> str:

@@ -38,6 +38,7 @@ PROTOCOLS: tuple[str, ...] = (
     "failure",
     "decomposition",
     "graded",
+    "operating_point",
     "sanity",
     "generalisation",
     "gzsl",

@@ -10,9 +10,10 @@ import base64
 import html
 
 from semshift.report._document import FigureRef, Paragraph, Report
+from semshift.report.gallery import Gallery, Thumbnail
 from semshift.report.tables import Table
 
-__all__ = ["render_html"]
+__all__ = ["gallery_html", "render_html", "thumbnail_html"]
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
@@ -33,6 +34,13 @@ figcaption { font-size: .8rem; color: #555; max-width: 60rem; margin-top: .3rem;
 ol.footnotes { font-size: .78rem; color: #7a1020; margin: .3rem 0 0 0; }
 figure.plot img { max-width: 100%; height: auto; border: 1px solid #eee; }
 ul.items { font-size: .9rem; }
+figure.gallery { margin: 1rem 0; }
+figure.gallery > figcaption { font-size: .85rem; color: #1a1a1a; margin: 0 0 .4rem 0; }
+div.thumbs { display: flex; flex-wrap: wrap; gap: .5rem; }
+figure.thumb { margin: 0; width: 8.5rem; }
+figure.thumb img { display: block; max-width: 64px; max-height: 64px; border: 1px solid #ddd; }
+figure.thumb figcaption { font-size: .68rem; line-height: 1.25; margin-top: .15rem;
+                          overflow-wrap: anywhere; }
 """
 
 
@@ -50,6 +58,33 @@ def _figure(f: FigureRef) -> str:
         '<figure class="plot">'
         f'<img src="data:image/png;base64,{data}" alt="{html.escape(f.alt, quote=True)}">'
         f"<figcaption>{html.escape(f.caption)}</figcaption></figure>\n"
+    )
+
+
+def thumbnail_html(t: Thumbnail) -> str:
+    """One thumbnail as a ``<figure>`` with its image as a data URI and its caption.
+
+    A gallery's HTML is its frame plus the concatenation of these, so the report's size grows
+    by exactly ``len(thumbnail_html(t))`` bytes (UTF-8) per thumbnail shown.
+    """
+    data = base64.b64encode(t.data).decode("ascii")
+    cap = html.escape(t.caption)
+    return (
+        f'<figure class="thumb"><img src="data:{t.mime};base64,{data}" alt="{cap}" '
+        f'width="{t.width}" height="{t.height}"><figcaption>{cap}</figcaption></figure>'
+    )
+
+
+def gallery_html(g: Gallery) -> str:
+    """A gallery block: title and caption, then its thumbnails (or its ``empty`` sentence)."""
+    esc = html.escape
+    if not g.thumbnails and g.empty:
+        return f"<p><strong>{esc(g.title)}</strong>: {esc(g.empty)}</p>\n"
+    return (
+        f'<figure class="gallery" id="gallery-{esc(g.key, quote=True)}"><figcaption>'
+        f"<strong>{esc(g.title)}</strong>. {esc(g.caption)}</figcaption>"
+        '<div class="thumbs">' + "".join(thumbnail_html(t) for t in g.thumbnails) + "</div>"
+        "</figure>\n"
     )
 
 
@@ -80,6 +115,8 @@ def render_html(report: Report) -> str:
                 out.append(block.to_html())
             elif isinstance(block, FigureRef):
                 out.append(_figure(block))
+            elif isinstance(block, Gallery):
+                out.append(gallery_html(block))
             else:
                 out.append(_paragraph(block))
         out.append("</section>")

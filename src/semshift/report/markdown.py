@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from semshift.report._document import FigureRef, Paragraph, Report
+from semshift.report.gallery import GALLERY_DIR, Gallery
 from semshift.report.tables import Table
 
 __all__ = ["render_markdown"]
@@ -15,6 +16,23 @@ def _paragraph(p: Paragraph) -> str:
     if p.items:
         lines.append("")
         lines += [f"- {item}" for item in p.items]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _gallery(g: Gallery) -> str:
+    """A gallery as a two-column table: the thumbnail (a file under figures/gallery/) and
+    its caption."""
+    if not g.thumbnails:
+        return f"**{g.title}**: {g.empty or 'no thumbnail shown (the report size bound)'}\n"
+    lines = [f"**{g.title}**. {g.caption}", "", "| Image | Caption |", "|:---|:---|"]
+    for t in g.thumbnails:
+        alt = _cell(t.caption.replace("[", "(").replace("]", ")"))
+        lines.append(f"| ![{alt}]({GALLERY_DIR}/{t.filename}) | {_cell(t.caption)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -40,6 +58,8 @@ def render_markdown(report: Report, root: Path) -> str:
                 out.append("")
                 out.append(f"*{block.caption}*")
                 out.append("")
+            elif isinstance(block, Gallery):
+                out.append(_gallery(block))
             else:
                 out.append(_paragraph(block))
     return "\n".join(out).rstrip() + "\n"

@@ -10,8 +10,9 @@ detector or set failed shows ``err`` and the error is listed under the table.
 Builders: :func:`osr_table` (SSB Table 1), :func:`osr_metrics_table`,
 :func:`newclass_failure_table` (ImageNet-OOD Table 1), :func:`decomposition_table`
 (ImageNet-OOD Table 4), :func:`graded_level_table` and :func:`graded_trend_table` (IS-OOD),
-:func:`sanity_table`, :func:`generalisation_table` (SOOD), :func:`gzsl_table` (GBU) and
-:func:`headline_table` (the one the CLI prints).
+:func:`operating_point_overview_table` and :func:`operating_point_table` (the rejection
+threshold), :func:`sanity_table`, :func:`generalisation_table` (SOOD), :func:`gzsl_table` (GBU)
+and :func:`headline_table` (the one the CLI prints).
 """
 
 from __future__ import annotations
@@ -41,13 +42,16 @@ __all__ = [
     "headline_table",
     "metric_label",
     "newclass_failure_table",
+    "operating_point_detectors",
+    "operating_point_overview_table",
+    "operating_point_table",
     "osr_metrics_table",
     "osr_table",
     "sanity_table",
 ]
 
 Direction = Literal["max", "min"]
-Kind = Literal["percent", "r", "flag"]
+Kind = Literal["percent", "r", "flag", "score"]
 ResultsLike: TypeAlias = pd.DataFrame | str | os.PathLike[str]
 
 #: Display names of the metrics in the results table.
@@ -134,8 +138,9 @@ class Column:
         Header spanning consecutive columns with the same group (HTML); prefixed in Markdown.
     direction : {"max", "min"} or None
         Which value is best (bold); None marks nothing.
-    kind : {"percent", "r", "flag"}
-        ``percent``: x100, one decimal; ``r``: two decimals (a correlation); ``flag``: yes / no.
+    kind : {"percent", "r", "flag", "score"}
+        ``percent``: x100, one decimal; ``r``: two decimals (a correlation); ``flag``: yes / no;
+        ``score``: a value in score units (a threshold), four significant digits.
     """
 
     label: str
@@ -181,6 +186,8 @@ _EMPTY = Cell()
 
 
 def _number(x: float, kind: Kind) -> str:
+    if kind == "score":
+        return f"{x + 0.0:.4g}"
     if kind == "r":
         return f"{round(x, 2) + 0.0:.2f}"
     return f"{round(x * 100.0, 1) + 0.0:.1f}"
@@ -202,6 +209,8 @@ def format_cell(cell: Cell, kind: Kind = "percent", ci: bool = True) -> str:
 
 def _display_value(cell: Cell, kind: Kind) -> float:
     """The value as displayed (rounded), so that equal-looking cells tie for best."""
+    if kind == "score":
+        return cell.value
     return round(cell.value, 2) if kind == "r" else round(cell.value * 100.0, 1)
 
 
@@ -828,6 +837,153 @@ def graded_trend_table(results: ResultsLike, *, metric: str = "auroc", ci: bool 
     )
 
 
+# ---------------------------------------------------------------------- operating point
+_OP = "operating_point"
+_OP_RATES = (("rejection_rate", "Rejected"), ("accepted_wrong_rate", "Accepted & wrong"))
+
+
+def operating_point_detectors(results: ResultsLike) -> list[str]:
+    """The detectors of the ``operating_point`` rows, in first-seen order."""
+    rows = _rows(as_results(results), _OP)
+    return _detectors(rows[rows["detector"].notna()])
+
+
+def _op_keys(rows: pd.DataFrame) -> list[tuple[str, str | None, str | None]]:
+    """(set, semantic level, covariate level) of the rate rows: id_test, the other sets in
+    first-seen order, then the semantic and the covariate levels in level order."""
+    rates = rows[rows["metric"].isin([m for m, _ in _OP_RATES])]
+    keys = ordered_unique(
+        (r.set, r.semantic_level, r.covariate_level) for r in rates.itertuples(index=False)
+    )
+    sets = [k for k in keys if k[1] is None and k[2] is None]
+    sets = [k for k in sets if k[0] == "id_test"] + [k for k in sets if k[0] != "id_test"]
+    sem = sorted((k for k in keys if k[1] is not None), key=lambda k: level_sort_key(str(k[1])))
+    cov = sorted(
+        (k for k in keys if k[1] is None and k[2] is not None),
+        key=lambda k: level_sort_key(str(k[2])),
+    )
+    return [*sets, *sem, *cov]
+
+
+def _op_label(key: tuple[str, str | None, str | None]) -> str:
+    name, sem, cov = key
+    if sem is not None:
+        return f"semantic level {sem} ({name})"
+    if cov is not None:
+        return f"covariate level {cov} ({name})"
+    return str(name)
+
+
+def _recall_text(recall: float | None) -> str:
+    return "the configured share" if recall is None else f"{100.0 * recall:g}%"
+
+
+def operating_point_table(
+    results: ResultsLike, detector: str, *, recall: float | None = None, ci: bool = True
+) -> Table:
+    """What one detector's rejection threshold does on each set and shift level.
+
+    Rows: id_test, every other set, then every semantic and covariate level (the sets pooled
+    at that level in brackets); columns: ``Rejected`` (score < t) and ``Accepted & wrong``
+    (accepted although OOD or misclassified, as a fraction of all rows), x100. The caption
+    gives the threshold t with its CI and where it was chosen (the ``threshold`` row's
+    ``split``).
+
+    Parameters
+    ----------
+    results : DataFrame or path
+        Tidy results with ``operating_point`` rows.
+    detector : str
+        The detector.
+    recall : float, optional
+        The ID recall of the threshold (``protocols.operating_point.recall`` of the run), for
+        the caption.
+    ci : bool, default True
+        Show bootstrap CIs where the results have them.
+    """
+    res = as_results(results)
+    rows = _rows(res, _OP)
+    rows = rows[rows["detector"] == detector]
+    _need(rows, f"operating_point ({detector})")
+    keys = _op_keys(rows)
+    lookup = _lookup(rows, ("set", "semantic_level", "covariate_level", "metric"))
+    columns = [Column(label, direction=None) for _, label in _OP_RATES]
+    cells = [[lookup.get((*k, m), _EMPTY) for m, _ in _OP_RATES] for k in keys]
+    thr_rows = rows[rows["metric"] == "threshold"]
+    how = f"the largest t keeping {_recall_text(recall)} of the calibration scores"
+    if len(thr_rows):
+        r = next(thr_rows.itertuples(index=False))
+        where = f"chosen on {r.split or r.set}"
+        thr = _cell(r)
+        if thr.error is not None:
+            head = f"No threshold ({thr.error})."
+        else:
+            head = f"Threshold t = {format_cell(thr, 'score', ci)} (score units), {where}: {how}."
+    else:
+        head = f"Threshold: {how}."
+    id_split = ordered_unique(
+        r.split
+        for r in rows.itertuples(index=False)
+        if r.set == "id_test" and r.metric != "threshold" and r.split is not None
+    )
+    extra = f" The id_test row is measured on {id_split[0]}." if id_split else ""
+    return _build(
+        f"operating_point_{detector}",
+        f"Operating point: {detector}",
+        f"{head} Rule: accept when score >= t. Rejected = rows with score < t; accepted & wrong "
+        "= rows accepted although OOD or misclassified, as a share of all rows; x100. Level "
+        f"rows pool the sets in brackets.{extra}",
+        "Set",
+        [_op_label(k) for k in keys],
+        columns,
+        cells,
+        ci=ci,
+    )
+
+
+def operating_point_overview_table(
+    results: ResultsLike, *, recall: float | None = None, ci: bool = False
+) -> Table:
+    """Every detector's threshold and, per set, the rejected and accepted-and-wrong shares.
+
+    One row per detector; columns ``Threshold`` (score units), then ``Rejected`` and
+    ``Accepted & wrong`` per set (x100; lowest accepted & wrong in bold). Shift-level rows are
+    in :func:`operating_point_table`. CIs are hidden by default to keep the table narrow.
+    """
+    res = as_results(results)
+    rows = _rows(res, _OP)
+    rows = rows[rows["detector"].notna()]
+    _need(rows, "operating_point")
+    sets = [k for k in _op_keys(rows) if k[1] is None and k[2] is None]
+    lookup = _lookup(rows, ("detector", "set", "semantic_level", "covariate_level", "metric"))
+    thresholds = _lookup(rows[rows["metric"] == "threshold"], ("detector",))
+    columns = [Column("Threshold", direction=None, kind="score")]
+    keys: list[tuple[tuple[str, str | None, str | None], str]] = []
+    for metric, label in _OP_RATES:
+        for k in sets:
+            direction: Direction | None = "min" if metric == "accepted_wrong_rate" else None
+            columns.append(Column(str(k[0]), group=label, direction=direction))
+            keys.append((k, metric))
+    detectors = _detectors(rows)
+    cells = [
+        [thresholds.get((d,), _EMPTY)] + [lookup.get((d, *k, m), _EMPTY) for k, m in keys]
+        for d in detectors
+    ]
+    return _build(
+        "operating_point",
+        "Operating point: what the rejection rule catches",
+        f"Per detector, accept when score >= t, t = the largest threshold keeping "
+        f"{_recall_text(recall)} of the calibration scores (score units). Rejected = rows with "
+        "score < t; accepted & wrong = rows accepted although OOD or misclassified, as a share "
+        "of all rows of the set; x100.",
+        "Detector",
+        detectors,
+        columns,
+        cells,
+        ci=ci,
+    )
+
+
 # ---------------------------------------------------------------------- sanity
 def _outside_band(cell: Cell, delta: float) -> bool:
     """True when the CI (or the value, without a CI) lies entirely outside 0.5 +- delta."""
@@ -976,6 +1132,8 @@ def headline_table(results: ResultsLike, *, ci: bool = False) -> Table:
     if "graded" in present:
         metric = graded_metrics(res)[0]
         return graded_level_table(res, metric=metric, ci=ci)
+    if "operating_point" in present:
+        return operating_point_overview_table(res, ci=ci)
     if "sanity" in present:
         return sanity_table(res, ci=ci)
     if "generalisation" in present:
@@ -984,5 +1142,5 @@ def headline_table(results: ResultsLike, *, ci: bool = False) -> Table:
         return gzsl_table(res)
     raise InputError(
         "results have no rows of a known protocol (osr, newclass, failure, decomposition, graded, "
-        f"sanity, generalisation, gzsl); found {sorted(present)}"
+        f"operating_point, sanity, generalisation, gzsl); found {sorted(present)}"
     )
