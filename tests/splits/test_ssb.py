@@ -60,7 +60,8 @@ def _reference_tree(wn):
 
 
 def test_ssb_scores_equal_a_direct_chain_implementation(wn, ssb_imagenet):
-    """total(u) = sum_k dist(k, u) computed with Python loops over chains, docs/methods.md#ssb-splits."""
+    """total(u) = sum_k dist(k, u) computed with Python loops over chains
+    (docs/methods.md#ssb-splits)."""
     parent = _reference_tree(wn)
     pool = set(load_classlist("imagenet21k-p").ids)
 
@@ -118,8 +119,8 @@ def test_nearest_and_lch_presets(wn):
 
 
 def test_aircraft_rules_on_a_toy_hierarchy(aircraft_csv):
-    """docs/methods.md#ssb-splits: Hard = family has known variants; Medium = same manufacturer, other family;
-    Easy = manufacturer with no known class."""
+    """docs/methods.md#ssb-splits: Hard = family has known variants; Medium = same
+    manufacturer, other family; Easy = manufacturer with no known class."""
     r = build_ssb_split(
         ["737-300", "737-400", "a319"], None, taxonomy=aircraft_csv, preset="hierarchy"
     )

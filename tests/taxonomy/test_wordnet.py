@@ -1,4 +1,7 @@
-"""The shipped WordNet 3.0 table: counts, check values (docs/methods.md#wordnet-taxonomy), nltk agreement."""
+"""The shipped WordNet 3.0 table: counts, check values, nltk agreement.
+
+Check values: docs/methods.md#wordnet-taxonomy.
+"""
 
 from __future__ import annotations
 

@@ -61,8 +61,6 @@ def n_required(frac: float, n: int) -> int:
     return min(max(k, 1), n)
 
 
-
-
 Runs = tuple[IntArray, IntArray] | None
 
 
