@@ -468,6 +468,7 @@ class DemoData:
                 "graded": {"min_count": 10, "metrics": ["auroc", "fpr95", "aupr_in"]},
                 "sanity": {"n_models": int(n_models), "delta": float(delta)},
                 "generalisation": {},
+                "operating_point": {"recall": 0.95, "gallery": 8},
             },
             "metrics": ["auroc", "fpr95", "aupr_in", "aupr_out"],
             "bootstrap": {"n_resamples": int(n_resamples), "level": 0.95, "seed": self.seed},
