@@ -119,7 +119,12 @@ def test_small_demo_runs_offline_end_to_end_then_from_cache(tmp_path):
     assert {"msp", "energy", "knn", "odin", "rankfeat", "vim"} <= detectors
     assert len(detectors) == 26
     html = (run_dir / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == len(list((run_dir / "figures").glob("*.png")))
+    figures = html.count('<figure class="plot"><img src="data:image/png;base64,')
+    assert figures == len(list((run_dir / "figures").glob("*.png")))
+    # the operating point's gallery: thumbnails with captions, the report under 10 MB
+    assert "operating_point" in protocols
+    assert html.count('<figure class="thumb">') > 0
+    assert (run_dir / "report.html").stat().st_size < 10_000_000
     provenance = json.loads((run_dir / "results.json").read_text())
     assert all(provenance["stages"][s]["computed"] for s in ("extract", "score", "evaluate"))
 
