@@ -4,6 +4,7 @@ check, and the extraction cache."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -234,7 +235,8 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
         assert rej["value"].item() == pytest.approx(np.mean(ood[f"score:{det}"] < t))
     assert {"path", "class_id", "pred_name", "nearest_known"} <= set(ood.columns)
     assert set(ood["class_id"]) == {"grey"} and set(ood["pred_name"]) <= {"r", "g", "b"}
+    assert all(Path(p).is_absolute() and Path(p).is_file() for p in ood["path"])
     html = (out / "report.html").read_text()
     assert len(re.findall(r"data:image/(?:png|jpeg);base64,", html)) >= 2
-    assert "Operating point" in html
+    assert "Operating point" in html and "unreadable image" not in html
     assert (out / "report.html").stat().st_size < 10_000_000

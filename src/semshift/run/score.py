@@ -12,6 +12,7 @@ Each set's labels, predictions, per-row levels, image paths and class ids are ca
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ __all__ = ["BLOCK_ROWS", "ScoreStage", "ScoredWorld", "run_score"]
 #: Rows per block when scoring a set (bounds memory for ImageNet-scale sets).
 BLOCK_ROWS = 16_384
 #: Version of the per-set info arrays (part of their cache key).
-_INFO_VERSION = 2
+_INFO_VERSION = 3
 
 Params = dict[str, Any]
 
@@ -450,10 +451,20 @@ def set_info(s: Source, preds: NDArray[np.int64]) -> dict[str, np.ndarray]:
                     f"{', '.join(map(str, idx.columns))}"
                 )
             _strings([level_str(v) for v in idx[col].tolist()], f"row_{axis}", info)
-    paths = index["path"].to_numpy(dtype=str)
-    info["path"] = paths
+    info["path"] = absolute_paths(s.meta(), index["path"].astype(str).tolist())
     _strings(_class_ids(s, labels, index), "class_id", info)
     return info
+
+
+def absolute_paths(meta: Mapping[str, Any], names: list[str]) -> np.ndarray:
+    """The images' absolute paths: the store's index holds them as written by the source,
+    relative to the image folder (``dataset.root`` of ``meta.json``) or to a list's folder."""
+    dataset = meta.get("dataset") or {}
+    root = dataset.get("root") if isinstance(dataset, Mapping) else None
+    if not root:
+        return np.asarray(names, dtype=str)
+    base = Path(root) if dataset.get("kind") != "list" else Path(root).parent
+    return np.asarray([n if os.path.isabs(n) else str(base / n) for n in names], dtype=str)
 
 
 def _class_ids(s: Source, labels: NDArray[np.int64], index: pd.DataFrame) -> list[str | None]:
