@@ -27,7 +27,7 @@ from semshift.protocols.tidy import error_row, results_frame
 from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext, one_line
 from semshift.run.extract import class_names
-from semshift.run.score import ScoredWorld, ScoreStage
+from semshift.run.score import INFO_VERSION, ScoredWorld, ScoreStage
 
 __all__ = ["EvaluateStage", "run_evaluate"]
 
@@ -37,10 +37,12 @@ _SCORES_VERSION = 2
 
 @dataclass
 class EvaluateStage:
-    """The evaluate stage's result: the tidy table and its cache key."""
+    """The evaluate stage's result: the tidy table, its cache key and the key of the
+    per-sample score tables (which the report's gallery reads)."""
 
     results: pd.DataFrame
     key: str
+    scores_key: str
 
 
 def _optional(info: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
@@ -301,7 +303,7 @@ def run_evaluate(ctx: RunContext, scored: ScoreStage) -> EvaluateStage:
         entry = ctx.cache.dir("evaluate", key) / "results.parquet"
         cached = None if ctx.force else ctx.cache.read_frame(entry)
         marker = ctx.cache.root / "scores_written.key"
-        marker_key = f"{key}-{_SCORES_VERSION}"
+        marker_key = f"{key}-{_SCORES_VERSION}-{INFO_VERSION}"
         if ctx.force or not marker.is_file() or marker.read_text() != marker_key:
             _write_score_files(ctx, ctx.out / "scores", scored.main, scored_sets(scored.main))
             for seed, sw in scored.random.items():
@@ -316,4 +318,4 @@ def run_evaluate(ctx: RunContext, scored: ScoreStage) -> EvaluateStage:
             ctx.cache.write_frame(entry, results)
             rec.computed.append("results")
         write_results(ctx, results)
-    return EvaluateStage(results, key)
+    return EvaluateStage(results, key, marker_key)

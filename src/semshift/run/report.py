@@ -30,8 +30,8 @@ def run_report(
         try:
             formats = tuple(cfg.report.formats)
             key = stable_hash(
-                {"results": evaluated.key, "formats": formats, "name": cfg.name,
-                 "semshift": __version__}
+                {"results": evaluated.key, "scores": evaluated.scores_key, "formats": formats,
+                 "name": cfg.name, "semshift": __version__}
             )  # fmt: skip
             rec.keys["report"] = key
             marker = ctx.cache.root / "report_written.key"

@@ -29,12 +29,12 @@ from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext, Source, World, one_line
 from semshift.run.extract import ExtractStage, model_level_detectors
 
-__all__ = ["BLOCK_ROWS", "ScoreStage", "ScoredWorld", "run_score"]
+__all__ = ["BLOCK_ROWS", "INFO_VERSION", "ScoreStage", "ScoredWorld", "run_score"]
 
 #: Rows per block when scoring a set (bounds memory for ImageNet-scale sets).
 BLOCK_ROWS = 16_384
 #: Version of the per-set info arrays (part of their cache key).
-_INFO_VERSION = 3
+INFO_VERSION = 3
 
 Params = dict[str, Any]
 
@@ -175,7 +175,7 @@ class _WorldScorer:
             grid = sc.grid.model_dump(mode="json")
             if sc.grid.table is not None:
                 grid["table"] = self.cache.file_checksum(sc.grid.table)
-        key = stable_hash({"set": s.key, "role": s.role, "grid": grid, "info": _INFO_VERSION})
+        key = stable_hash({"set": s.key, "role": s.role, "grid": grid, "info": INFO_VERSION})
         return self.cache.dir("sets", "") / f"{key}.npz"
 
     # ---------------------------------------------------------------- the world
