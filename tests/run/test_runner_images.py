@@ -208,9 +208,13 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
     import pandas as pd
 
     root, base = image_config
+    tax = tmp_path / "colours.csv"
+    tax.write_text("id,parent,name\ncolour,,colour\nwarm,colour,warm\ncool,colour,cool\n"
+                   "r,warm,red\ng,cool,green\nb,cool,blue\ngrey,warm,grey\n")  # fmt: skip
     cfg = {
         **base,
         "output": str(tmp_path / "out"),
+        "taxonomy": str(tax),
         "data": {**base["data"], "id_val": {"images": str(root / "test")}},
         "detectors": ["msp", "energy"],
         "protocols": {"operating_point": {"recall": 0.9, "gallery": 2}},
@@ -234,8 +238,13 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
         rej = op.query("detector == @det and set == 'ood' and metric == 'rejection_rate'")
         assert rej["value"].item() == pytest.approx(np.mean(ood[f"score:{det}"] < t))
     assert {"path", "class_id", "pred_name", "nearest_known"} <= set(ood.columns)
-    assert set(ood["class_id"]) == {"grey"} and set(ood["pred_name"]) <= {"r", "g", "b"}
+    assert set(ood["class_id"]) == {"grey"}
+    assert set(ood["pred_name"]) <= {"red", "green", "blue"}  # names from the taxonomy
     assert all(Path(p).is_absolute() and Path(p).is_file() for p in ood["path"])
+    # grey sits under 'warm' beside r: its nearest known class in the taxonomy is r (red)
+    assert set(ood["nearest_known"]) == {"r"} and set(ood["nearest_known_name"]) == {"red"}
+    test_rows = pd.read_parquet(out / "scores" / "id_test.parquet")
+    assert test_rows["nearest_known"].isna().all()  # known classes have none
     html = (out / "report.html").read_text()
     assert len(re.findall(r"data:image/(?:png|jpeg);base64,", html)) >= 2
     assert "Operating point" in html and "unreadable image" not in html
