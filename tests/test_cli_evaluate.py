@@ -118,6 +118,10 @@ def test_numeric_selections_and_bad_options_are_one_line(stores, tmp_path, semsh
             "-d",
             "knn:kk=5",
         ): "--detector: knn has no hyperparameter kk",
+        ("--ood", f"a={stores['ood']}", "-d", "knn:k=0"): "--detector: knn: k must be an "
+        "integer >= 1, got 0",
+        ("--ood", f"a={stores['ood']}", "-d", "odin:temperature=-1"): "--detector: odin: "
+        "temperature must be",
         ("--ood", f"a={stores['ood']}", "--select", "a:split=medium"): "--ood a: the set has zero "
         "samples",
     }
