@@ -211,17 +211,18 @@ class _Names:
             return none, none.copy()
         known = [k for k in self.known if k in tax]
         known_set = set(self.known)
-        unknown = sorted(
-            {c for c in class_ids if c is not None and c not in known_set and c in tax}
-        )
+        present = pd.unique(pd.Series(class_ids, dtype=object).dropna())
+        unknown = sorted(str(c) for c in present if c not in known_set and c in tax)
         if not known or not unknown:
             return none, none.copy()
         dist = tax.distance_matrix(unknown, known)
         nearest = np.asarray(known, dtype=object)[np.argmin(dist, axis=1)]
-        lookup = dict(zip(unknown, nearest.tolist(), strict=True))
-        ids = [lookup.get(c) if c is not None else None for c in class_ids]
-        names = [tax.label(c) if c is not None else None for c in ids]
-        return pd.Series(ids, dtype=object), pd.Series(names, dtype=object)
+        labels = {k: tax.label(k) for k in set(nearest.tolist())}
+        lookup = pd.Series(nearest, index=pd.Index(unknown, dtype=object), dtype=object)
+        ids = pd.Series(class_ids, dtype=object).map(lookup)
+        ids = ids.astype(object).where(ids.notna(), None)
+        names = ids.map(lambda k: labels.get(k) if k is not None else None)
+        return ids.reset_index(drop=True), names.astype(object).reset_index(drop=True)
 
 
 def _known_ids(ctx: RunContext, scored: ScoredWorld) -> list[str] | None:

@@ -473,15 +473,15 @@ def _class_ids(s: Source, labels: NDArray[np.int64], index: pd.DataFrame) -> lis
     if "class_id" in index.columns:
         return [None if pd.isna(v) else str(v) for v in index["class_id"].tolist()]
     classes = s.meta().get("classes") or {}
-    ids = classes.get("ids") if isinstance(classes, Mapping) else None
-    out: list[str | None] = []
-    folders = index["path"].astype(str).map(lambda p: Path(p).parent.name).tolist()
-    for lab, folder in zip(labels.tolist(), folders, strict=True):
-        if lab >= 0 and ids is not None and lab < len(ids):
-            out.append(str(ids[lab]))
-        else:
-            out.append(folder or None)
-    return out
+    ids = list(classes.get("ids") or []) if isinstance(classes, Mapping) else []
+    folders = np.asarray(
+        [os.path.basename(os.path.dirname(p)) or None for p in index["path"].astype(str)],
+        dtype=object,
+    )
+    known = (labels >= 0) & (labels < len(ids))
+    table = np.asarray([*map(str, ids), None], dtype=object)
+    out = np.where(known, table[np.where(known, labels, len(ids))], folders)
+    return list(out)
 
 
 def level_table(s: Source, table: Path) -> pd.DataFrame:

@@ -163,11 +163,14 @@ class Taxonomy:
         return len(self._ids)
 
     def __contains__(self, key: object) -> bool:
-        try:
-            self.index(key)  # type: ignore[arg-type]
-        except UnknownNameError:
-            return False
-        return True
+        # a plain look-up: a miss must not build index()'s error message (its close-match
+        # search scans every id, alias and lemma)
+        if isinstance(key, (int, np.integer)):
+            return 0 <= int(key) < len(self)
+        if self._index.get_indexer([key])[0] >= 0:
+            return True
+        key = str(key)
+        return key in self._alias_index or len(self._lemma_index.get(_norm(key), [])) == 1
 
     def __repr__(self) -> str:
         return f"Taxonomy({self.name!r}, {len(self)} nodes, {len(self._edge_child)} edges)"
