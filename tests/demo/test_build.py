@@ -130,7 +130,7 @@ def test_config_validates_with_the_runner_models(tiny_demo, tmp_path):
     from semshift.run.config import load_config
 
     cfg = load_config(tiny_demo.config(tmp_path / "run"), check_files=True)
-    assert cfg.model is not None and cfg.model.weights == tiny_demo.weights_path.resolve()
+    assert cfg.model is not None and cfg.model.weights == str(tiny_demo.weights_path.resolve())
     assert cfg.protocols.sanity is not None and cfg.protocols.sanity.n_models == 3
     assert cfg.data.sets["easy"].semantic_level == 3
     # the YAML file, with paths relative to its folder, validates the same way

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import pickle
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ __all__ = [
     "TimmAdapter",
     "TorchvisionAdapter",
     "is_model",
+    "is_weights_name",
     "kaiming_init",
     "list_models",
     "load_model",
@@ -51,6 +54,9 @@ __all__ = [
     "load_weights",
     "register_model",
     "register_open_clip_config",
+    "torchvision_weights",
+    "weights_cache_file",
+    "weights_preprocessing",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -155,16 +161,30 @@ class ModelAdapter:
 
 
 class TorchvisionAdapter(ModelAdapter):
-    """torchvision ResNet / ResNeXt / Wide ResNet, DenseNet, RegNet and VisionTransformer.
+    """Every torchvision classification model with a linear head, penultimate features per family.
 
-    Features are the globally average-pooled last feature map (CNNs) or the class token after the
-    encoder's final LayerNorm (ViT; after ``pre_logits`` when the model has one).
+    - ResNet / ResNeXt / Wide ResNet, RegNet: the globally average-pooled last feature map.
+    - DenseNet: ``features`` + ReLU + average pool.
+    - ConvNeXt, EfficientNet (v1, v2), MobileNet v2 / v3, VGG, AlexNet: ``features`` (the map),
+      ``avgpool``, then every classifier layer but the last (so h is the input of the final
+      ``nn.Linear``: ConvNeXt's LayerNorm output, MobileNet v3's and VGG's hidden layer).
+    - MaxViT: ``stem`` + ``blocks`` (the map), then the classifier but its last layer.
+    - VisionTransformer: the class token after the encoder's final LayerNorm (after
+      ``pre_logits`` when the model has one). Swin (v1, v2): normed, average-pooled tokens.
+    - GoogLeNet, Inception v3, MNASNet, ShuffleNet v2: the input of the final ``nn.Linear``,
+      taken by a forward hook (no feature map).
+    SqueezeNet has no linear head (a 1x1 convolution) and is refused.
     """
+
+    _FEATURES_CLASSIFIER = ("ConvNeXt", "EfficientNet", "MobileNetV2", "MobileNetV3", "VGG",
+                            "AlexNet")  # fmt: skip
+    _HOOKED = ("GoogLeNet", "Inception3", "MNASNet", "ShuffleNetV2")
 
     def __init__(self, name: str, module: nn.Module) -> None:
         from torchvision.models import DenseNet, RegNet, ResNet, VisionTransformer
 
         self.name, self.module = name, module.eval()
+        cls = type(module).__name__
         if isinstance(module, ResNet):
             self.kind, self.layer = "resnet", "avgpool"
         elif isinstance(module, DenseNet):
@@ -174,12 +194,26 @@ class TorchvisionAdapter(ModelAdapter):
         elif isinstance(module, VisionTransformer):
             self.kind, self.layer = "vit", "encoder.ln[class token]"
             self.input_size = int(module.image_size)
+        elif cls in self._FEATURES_CLASSIFIER:
+            self.kind, self.layer = "features_classifier", "avgpool+classifier[:-1]"
+        elif cls == "MaxVit":
+            self.kind, self.layer = "maxvit", "blocks+classifier[:-1]"
+        elif cls == "SwinTransformer":
+            self.kind, self.layer = "swin", "norm+avgpool"
+        elif cls in self._HOOKED:
+            self.kind, self.layer = "hooked", f"input of {self._hooked_head_name()}"
         else:
             raise InputError(
-                f"{name}: {type(module).__name__} is not a supported torchvision family "
-                "(resnet, resnext, wide_resnet, densenet, regnet, vit); wrap it in HookAdapter"
+                f"{name}: {cls} has no linear classification head semshift can use (a "
+                "SqueezeNet's head is a convolution); wrap it in HookAdapter with a linear head"
             )
-        self.has_feature_map = self.kind != "vit"
+        self.has_feature_map = self.kind in (
+            "resnet", "densenet", "regnet", "features_classifier", "maxvit"
+        )  # fmt: skip
+
+    def _hooked_head_name(self) -> str:
+        m: Any = self.module
+        return "fc" if hasattr(m, "fc") else "classifier[-1]"
 
     def feature_map(self, x: Tensor) -> Tensor:
         m: Any = self.module
@@ -190,21 +224,54 @@ class TorchvisionAdapter(ModelAdapter):
             return nn.functional.relu(m.features(x))
         if self.kind == "regnet":
             return m.trunk_output(m.stem(x))
+        if self.kind == "features_classifier":
+            return m.features(x)
+        if self.kind == "maxvit":
+            x = m.stem(x)
+            for block in m.blocks:
+                x = block(x)
+            return x
         return super().feature_map(x)
 
     def _pool(self, fmap: Tensor) -> Tensor:
         return torch.flatten(nn.functional.adaptive_avg_pool2d(fmap, 1), 1)
 
+    def _tail(self, fmap: Tensor) -> Tensor:
+        """Penultimate features from the feature map (the model's own layers after it)."""
+        m: Any = self.module
+        if self.kind == "features_classifier":
+            pool = getattr(m, "avgpool", None)  # MobileNetV2 pools functionally
+            pooled = pool(fmap) if pool is not None else nn.functional.adaptive_avg_pool2d(fmap, 1)
+            if type(m).__name__ != "ConvNeXt":  # ConvNeXt's classifier starts with LayerNorm2d
+                pooled = torch.flatten(pooled, 1)
+            return torch.flatten(m.classifier[:-1](pooled), 1)
+        if self.kind == "maxvit":
+            return torch.flatten(m.classifier[:-1](fmap), 1)
+        return self._pool(fmap)
+
     def from_feature_map(self, fmap: Tensor) -> tuple[Tensor, Tensor]:
-        if self.kind == "vit":
+        if not self.has_feature_map:
             return super().from_feature_map(fmap)
-        h = self._pool(fmap)
+        h = self._tail(fmap)
         return self.head(h), h
 
     def features(self, x: Tensor) -> Tensor:
-        if self.kind != "vit":
-            return self._pool(self.feature_map(x))
         m: Any = self.module
+        if self.has_feature_map:
+            return self._tail(self.feature_map(x))
+        if self.kind == "swin":
+            t = m.permute(m.norm(m.features(x)))
+            return torch.flatten(m.avgpool(t), 1)
+        if self.kind == "hooked":
+            grabbed: list[Tensor] = []
+            handle = self._head_module().register_forward_pre_hook(
+                lambda _mod, args: grabbed.append(args[0])
+            )
+            try:
+                m(x)
+            finally:
+                handle.remove()
+            return torch.flatten(grabbed[-1], 1)
         t = m._process_input(x)
         cls = m.class_token.expand(t.shape[0], -1, -1)
         t = m.encoder(torch.cat([cls, t], dim=1))[:, 0]
@@ -218,6 +285,12 @@ class TorchvisionAdapter(ModelAdapter):
             return m.classifier
         if self.kind == "vit":
             return m.heads.head
+        if self.kind in ("features_classifier", "maxvit"):
+            return m.classifier[-1]
+        if self.kind == "swin":
+            return m.head
+        if self.kind == "hooked" and not hasattr(m, "fc"):
+            return m.classifier[-1]
         return m.fc
 
 
@@ -596,7 +669,8 @@ class ModelSpec:
 
 #: Model name -> :class:`ModelSpec`; ``timm/<name>`` and ``open_clip/<name>`` resolve dynamically.
 MODELS: dict[str, ModelSpec] = {}
-_TV_FAMILIES = ("resnet", "resnext", "wide_resnet", "densenet", "regnet", "vit")
+#: torchvision classification models without a linear head (every other one is registered)
+_TV_REFUSED = ("squeezenet",)
 NAMESPACES = {
     "timm/": "any timm model, e.g. timm/resnet50 (pretrained=False; weights from --weights)",
     "open_clip/": "any open_clip architecture, e.g. open_clip/ViT-B-32 (zero-shot head)",
@@ -632,12 +706,14 @@ def _register_torchvision() -> None:
     import torchvision
 
     for tv_name in torchvision.models.list_models(module=torchvision.models):
-        if not tv_name.startswith(_TV_FAMILIES):
+        if tv_name.startswith(_TV_REFUSED):
             continue
 
         def build(num_classes: int = 1000, _n: str = tv_name, **kwargs: Any) -> ModelAdapter:
             import torchvision
 
+            if _n in ("googlenet", "inception_v3"):  # weights are loaded or re-initialised
+                kwargs.setdefault("init_weights", False)
             net = torchvision.models.get_model(_n, weights=None, num_classes=num_classes, **kwargs)
             return TorchvisionAdapter(_n, net)
 
@@ -717,6 +793,102 @@ def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
     return OpenClipAdapter(f"open_clip/{arch}", net, open_clip.get_tokenizer(arch))
 
 
+#: A weights *name* (a torchvision enum member such as ``DEFAULT``, ``IMAGENET1K_V2`` or
+#: ``ResNet50_Weights.IMAGENET1K_V2``), as opposed to a local file.
+_WEIGHTS_NAME = re.compile(r"^(?:[A-Za-z0-9]+_Weights\.)?[A-Z][A-Z0-9_]*$")
+
+
+def is_weights_name(spec: str | Path | None) -> bool:
+    """Whether ``spec`` names pretrained weights (``IMAGENET1K_V2``) rather than a file."""
+    return isinstance(spec, str) and bool(_WEIGHTS_NAME.match(spec))
+
+
+def torchvision_weights(model: str, spec: str) -> Any:
+    """The torchvision weights enum member ``spec`` of ``model`` (``DEFAULT`` resolved).
+
+    Raises
+    ------
+    UnknownNameError
+        ``model`` is not a torchvision model, or it has no weights named ``spec`` (the message
+        lists close matches and every name it has).
+    """
+    import torchvision
+    from torchvision.models import get_model_weights
+
+    if model not in torchvision.models.list_models(module=torchvision.models):
+        raise UnknownNameError(
+            f"weights {spec!r}: named weights are torchvision's, and {model!r} is not a "
+            "torchvision model; give a local weights file"
+        )
+    enum = get_model_weights(model)
+    key = spec.split(".")[-1]
+    if spec.count(".") and spec.split(".")[0] != enum.__name__:
+        raise UnknownNameError(f"weights {spec!r} are not {model}'s ({enum.__name__})")
+    members = list(enum.__members__)
+    if key not in members:
+        close = difflib.get_close_matches(key, members, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UnknownNameError(
+            f"{model} has no weights {spec!r}{hint}; known: {', '.join(members)}"
+        )
+    return enum[key]
+
+
+def weights_cache_file(weights: Any) -> Path:
+    """Where torch's cache keeps a torchvision weights file (``$TORCH_HOME/hub/checkpoints``)."""
+    from urllib.parse import urlparse
+
+    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(weights.url).path)
+
+
+def weights_preprocessing(model: str, weights: str | Path | None) -> dict[str, Any] | None:
+    """Resize, crop, mean and std that named torchvision weights were trained with (None for a
+    file or no weights): ``{"preset": "resize<R>-crop<C>", "mean": ..., "std": ...}``."""
+    if weights is None or not is_weights_name(str(weights)):
+        return None
+    t = torchvision_weights(model, str(weights)).transforms()
+    resize = (
+        int(t.resize_size[0]) if isinstance(t.resize_size, list | tuple) else int(t.resize_size)
+    )
+    crop = int(t.crop_size[0]) if isinstance(t.crop_size, list | tuple) else int(t.crop_size)
+    return {"preset": f"resize{resize}-crop{crop}", "mean": tuple(t.mean), "std": tuple(t.std)}
+
+
+def _load_torchvision_weights(
+    name: str, spec: str, num_classes: int, kwargs: dict[str, Any]
+) -> ModelAdapter:
+    """Build ``name`` and load its named torchvision weights from torch's cache, safely."""
+    import torchvision
+
+    w = torchvision_weights(name, spec)
+    path = weights_cache_file(w)
+    if not path.is_file():
+        raise InputError(
+            f"{name} weights {w.name} are not in torch's cache and semshift never downloads: "
+            f"place {path.name} (from {w.url}) at {path} (the folder follows TORCH_HOME)"
+        )
+    n_cls = len(w.meta.get("categories") or []) or num_classes
+    kw = dict(kwargs)
+    if name in ("googlenet", "inception_v3"):  # as torchvision's own builders load them
+        kw.setdefault("transform_input", True)
+        kw.update(aux_logits=True, init_weights=False)
+    net = torchvision.models.get_model(name, weights=None, num_classes=n_cls, **kw)
+    load_weights(net, path)
+    if name in ("googlenet", "inception_v3"):
+        n: Any = net
+        n.aux_logits = False
+        for aux in ("aux1", "aux2", "AuxLogits"):
+            if hasattr(n, aux):
+                setattr(n, aux, None)
+    adapter = TorchvisionAdapter(name, net)
+    pre = weights_preprocessing(name, spec)
+    assert pre is not None
+    adapter.mean, adapter.std = pre["mean"], pre["std"]
+    adapter.weights_desc = f"torchvision {type(w).__name__}.{w.name} ({path.name})"
+    adapter.module.eval()
+    return adapter
+
+
 def load_model(
     name: str,
     *,
@@ -734,7 +906,11 @@ def load_model(
     name : str
         A name from :func:`list_models`, ``timm/<name>`` or ``open_clip/<name>``.
     weights : str or Path, optional
-        Local safetensors file or PyTorch state dict.
+        Local safetensors file or PyTorch state dict; or, for a torchvision model, the name of
+        its pretrained weights (``DEFAULT``, ``IMAGENET1K_V2``, ``ResNet50_Weights.IMAGENET1K_V2``)
+        read from torch's cache (``$TORCH_HOME/hub/checkpoints``; never downloaded), with the
+        normalisation they were trained with (:func:`weights_preprocessing` gives the resize and
+        crop).
     random_init : bool
         Kaiming-normal initialisation seeded by ``seed`` (random-model sanity check).
     num_classes : int
@@ -756,6 +932,8 @@ def load_model(
             f"model {name!r}: give exactly one of a local weights file or random_init=True "
             "(semshift never downloads weights)"
         )
+    if is_weights_name(str(weights)) and not Path(str(weights)).is_file():
+        return _load_torchvision_weights(name, str(weights), num_classes, kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if name.startswith("timm/"):

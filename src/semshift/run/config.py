@@ -74,10 +74,10 @@ class ModelConfig(_Strict):
     """The classifier used to extract ``images:`` sets and by the random-model sanity check."""
 
     name: str
-    weights: Path | None = None
+    weights: str | None = None  # a local file, or named torchvision weights (IMAGENET1K_V2)
     num_classes: int | None = Field(default=None, ge=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    preset: str = "imagenet"
+    preset: str | None = None  # default: what named weights were trained with, else imagenet
     batch_size: int = Field(default=64, ge=1)
     shard_size: int = Field(default=10_000, ge=1)
     workers: int = Field(default=0, ge=0)
@@ -387,7 +387,9 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
     for sp in cfg.splits.values():
         sp.manifest = _abs(base, sp.manifest)
     if cfg.model is not None:
-        cfg.model.weights = _abs(base, cfg.model.weights)
+        w = cfg.model.weights
+        if w is not None and not (_is_weights_name(w) and not (base / w).is_file()):
+            cfg.model.weights = str(_abs(base, Path(w)))
     for src in cfg.sources().values():
         src.store = _abs(base, src.store)
         src.images = _abs(base, src.images)
@@ -469,8 +471,18 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     if cfg.model is not None and cfg.model.name.startswith("open_clip/") and cfg.classes is None:
         fail("classes", f"model {cfg.model.name!r} builds its zero-shot head from class names; "
              "give the class list (classes: a list name or a file)")  # fmt: skip
-    if cfg.model is not None:
-        exists("model.weights", cfg.model.weights, "weights file")
+    if cfg.model is not None and cfg.model.weights is not None:
+        w = cfg.model.weights
+        if _is_weights_name(w) and not Path(w).is_file():
+            from semshift.errors import SemshiftError
+            from semshift.features.models import torchvision_weights
+
+            try:
+                torchvision_weights(cfg.model.name, w)
+            except SemshiftError as err:
+                fail("model.weights", str(err))
+        else:
+            exists("model.weights", Path(w), "weights file")
     if cfg.model is not None and cfg.model.weights is None and need_model:
         fail("model.weights", "required to extract 'images' sets (semshift never downloads)")
     from semshift.detectors import check_params, list_detectors
@@ -537,6 +549,12 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                 for need in ("id_train", "id_test"):
                     if need not in paths:
                         fail(f"protocols.{name}.stores.{seed}", f"needs a store for {need!r}")
+
+
+def _is_weights_name(spec: str) -> bool:
+    import re
+
+    return bool(re.match(r"^(?:[A-Za-z0-9]+_Weights\.)?[A-Z][A-Z0-9_]*$", spec))
 
 
 def load_config(

@@ -133,6 +133,36 @@ class _Extractor:
         except TypeError as err:
             raise InputError(f"{self.cfg.source}: model.kwargs: {err}") from None
 
+    def preset(self) -> str:
+        """The configured preprocessing, else what named weights were trained with, else
+        ``imagenet``."""
+        m = self.cfg.model
+        assert m is not None
+        if m.preset is not None:
+            return m.preset
+        from semshift.features.models import weights_preprocessing
+
+        pre = weights_preprocessing(m.name, m.weights)
+        return str(pre["preset"]) if pre is not None else "imagenet"
+
+    def weights_id(self) -> str | None:
+        """Content checksum of the weights: the local file, or named weights' cached file."""
+        m = self.cfg.model
+        assert m is not None
+        if m.weights is None:
+            return None
+        from semshift.features.models import (
+            is_weights_name,
+            torchvision_weights,
+            weights_cache_file,
+        )
+
+        path = Path(m.weights)
+        if is_weights_name(m.weights) and not path.is_file():
+            cached = weights_cache_file(torchvision_weights(m.name, m.weights))
+            return self.ctx.cache.file_checksum(cached) if cached.is_file() else m.weights
+        return self.ctx.cache.file_checksum(path)
+
     def models_per_pass(self) -> int:
         """How many models one extraction pass holds: their parameters within the budget."""
         if self.per_pass is None:
@@ -182,11 +212,12 @@ class _Extractor:
         corr = first.cfg.corruption
         # model-level detectors score evaluated sets only: no ODIN passes over training images
         scores = [] if first.role in ("id_train", "id_val") else self.model_level_requested()
+        preset = self.preset()
         desc = {
             "model": m.name,
             "num_classes": m.num_classes,
             "kwargs": m.kwargs,
-            "preset": m.preset,
+            "preset": preset,
             "shard_size": m.shard_size,
             "images": source.fingerprint(),
             "classes": cfg.classes,
@@ -198,9 +229,7 @@ class _Extractor:
         todo: list[tuple[str, int | None, Path]] = []
         for s, seed in jobs:
             weights_id = (
-                {"random_init_seed": seed}
-                if seed is not None
-                else {"weights": cache.file_checksum(m.weights) if m.weights else None}
+                {"random_init_seed": seed} if seed is not None else {"weights": self.weights_id()}
             )
             key = stable_hash({**desc, **weights_id})
             label = f"{s.name}" + (f" (random seed {seed})" if seed is not None else "")
@@ -243,7 +272,7 @@ class _Extractor:
                 adapters,
                 source,
                 [path for _, _, path in part],
-                preset=m.preset,
+                preset=preset,
                 batch_size=m.batch_size,
                 shard_size=m.shard_size,
                 workers=m.workers,
