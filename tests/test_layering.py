@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "detectors": 1,
     "features": 2,
     "splits": 2,
+    "catalog": 2,
     "protocols": 3,
     "report": 4,
     "run": 5,

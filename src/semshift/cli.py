@@ -528,6 +528,29 @@ def splits_show(
     console.print(table)
 
 
+@splits_app.command("compare")
+def splits_compare(
+    a: Annotated[str, typer.Argument(help="A split.json (or its directory) or published:NAME.")],
+    b: Annotated[str, typer.Argument(help="The second split, the same way.")],
+) -> None:
+    """Class overlap of two splits, known classes and bin by bin (counts and Jaccard index)."""
+    from semshift.catalog import resolve_manifest
+    from semshift.splits.manifest import compare_manifests
+
+    ma, mb = resolve_manifest(a), resolve_manifest(b)
+    t = compare_manifests(ma, mb)
+    table = Table(title=f"A = {a} vs B = {b}")
+    for col in ("set", "A", "B", "common", "jaccard"):
+        table.add_column(col, justify="left" if col == "set" else "right")
+    for r in t.itertuples(index=False):
+        jac = "-" if r.jaccard != r.jaccard else f"{r.jaccard:.3f}"  # NaN: both empty
+        table.add_row(r.bin, str(r.n_a), str(r.n_b), str(r.n_common), jac)
+    console.print(table)
+    for label, m in (("A", ma), ("B", mb)):
+        digest = m.params.get("list_hash") if m.method.startswith("published:") else None
+        console.print(f"{label}: {m.method}" + (f" (lists {digest})" if digest else ""))
+
+
 @taxonomy_app.command("show")
 def taxonomy_show(
     node: Annotated[str, typer.Argument(help="wnid, synset name (dog.n.01), lemma or custom id.")],
@@ -606,7 +629,11 @@ def extract_features(
     data: Annotated[Path, typer.Option(help="Image folder tree (class folders) or file list.")],
     out: Annotated[Path, typer.Option(help="Store directory; an unfinished one is resumed.")],
     weights: Annotated[
-        Path | None, typer.Option(help="Local weights: .safetensors or a torch state dict.")
+        str | None,
+        typer.Option(
+            help="Local weights (.safetensors or a torch state dict), or a torchvision model's "
+            "weights by name (DEFAULT, IMAGENET1K_V2) from torch's cache; never downloaded."
+        ),
     ] = None,
     random_init: Annotated[
         bool, typer.Option("--random-init", help="Seeded Kaiming-normal weights (sanity check).")
@@ -622,8 +649,12 @@ def extract_features(
     shard_size: Annotated[int, typer.Option(help="Rows per shard.")] = 10_000,
     workers: Annotated[int, typer.Option(help="DataLoader worker processes.")] = 4,
     preset: Annotated[
-        str, typer.Option(help="imagenet (256/224), imagenet-224 or resize<R>-crop<C>.")
-    ] = "imagenet",
+        str | None,
+        typer.Option(
+            help="imagenet (256/224), imagenet-224 or resize<R>-crop<C> (default: what named "
+            "weights were trained with, else imagenet)."
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     unknown: Annotated[
         str, typer.Option(help="Class folder not in the class list: error, skip or ood (-1).")
@@ -655,11 +686,13 @@ def extract_features(
     from semshift.errors import InputError
     from semshift.features.data import open_source
     from semshift.features.extract import extract
-    from semshift.features.models import load_model
+    from semshift.features.models import load_model, weights_preprocessing
     from semshift.taxonomy.classlists import load_classlist
 
     if weights is None and not random_init:
         raise InputError("give --weights FILE or --random-init (semshift never downloads weights)")
+    pre = weights_preprocessing(model, weights) if weights is not None else None
+    preset = preset or (pre["preset"] if pre is not None else "imagenet")
     if weights is not None and random_init:
         raise InputError("give only one of --weights and --random-init")
     groups: dict[str, str] = {}

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semshift import __version__
 from semshift.errors import InputError
 
-__all__ = ["SplitManifest"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["SplitManifest", "compare_manifests"]
 
 _REQUIRED = ("method", "params", "taxonomy", "semshift_version", "known", "bins")
 
@@ -110,3 +113,32 @@ class SplitManifest:
                 f"{path}, line {err.lineno}, column {err.colno}: invalid JSON ({err.msg})"
             ) from None
         return cls.from_dict(data, where=str(path))
+
+
+def compare_manifests(a: SplitManifest, b: SplitManifest) -> pd.DataFrame:
+    """Class overlap of two splits, set by set: ``known``, then every bin (``a``'s order, then
+    the bins only ``b`` has).
+
+    Returns one row per set with columns ``bin, n_a, n_b, n_common, jaccard``: distinct class
+    ids in each, ids in both, and ``n_common / |union|`` (NaN when both are empty). A bin that
+    only one manifest has counts as empty in the other. Ids are compared as strings, so the two
+    splits must use the same class ids (wnids, or the same class indices).
+
+    >>> a = SplitManifest("x", {}, "none", ["1", "2"], {"easy": ["3", "4"], "hard": ["5"]})
+    >>> b = SplitManifest("y", {}, "none", ["1", "2"], {"easy": ["4", "6"]})
+    >>> compare_manifests(a, b).to_dict("list")  # doctest: +NORMALIZE_WHITESPACE
+    {'bin': ['known', 'easy', 'hard'], 'n_a': [2, 2, 1], 'n_b': [2, 2, 0],
+     'n_common': [2, 1, 0], 'jaccard': [1.0, 0.3333333333333333, 0.0]}
+    """
+    import pandas as pd
+
+    if "known" in a.bins or "known" in b.bins:
+        raise InputError("compare: a bin is named 'known', which clashes with the known classes")
+    names = ["known", *a.bins, *(k for k in b.bins if k not in a.bins)]
+    rows = []
+    for name in names:
+        sa = set(a.known if name == "known" else a.bins.get(name, []))
+        sb = set(b.known if name == "known" else b.bins.get(name, []))
+        common, union = len(sa & sb), len(sa | sb)
+        rows.append((name, len(sa), len(sb), common, common / union if union else float("nan")))
+    return pd.DataFrame(rows, columns=["bin", "n_a", "n_b", "n_common", "jaccard"])
