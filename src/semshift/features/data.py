@@ -134,7 +134,9 @@ class ImageSource:
     root : Path
         Folder (tree) or list file it came from.
     kind : str
-        ``"folder"`` or ``"list"``.
+        ``"folder"`` or ``"list"``, or the name of a release layout read by
+        :mod:`semshift.catalog.layouts` (``"cub200"``, ``"imagenet1k-val-flat"``, ...); recorded
+        in the store's ``meta.json``. Paths are relative to ``root``'s folder for ``"list"``.
     paths : list of str
         Absolute paths, in extraction order.
     names : list of str
