@@ -151,3 +151,38 @@ def test_evaluate_operating_point(stores, tmp_path, semshift):
     bad = semshift(*args, "--operating-point", "1.5")
     assert bad.returncode == 2
     assert bad.stderr.strip().startswith("error: --operating-point:"), bad.stderr
+
+
+def test_evaluate_with_openood_conventions(stores, tmp_path, semshift):
+    """--conventions openood: FPR@95 and AUPR as OpenOOD v1.5 computes them, recorded in
+    results.json and said in the report."""
+    from semshift.metrics import ranking_metrics
+
+    out = tmp_path / "oo"
+    done = semshift(
+        "evaluate", "--train", str(stores["train"]), "--test", str(stores["test"]),
+        "--ood", f"easy={stores['ood']}", "-d", "msp", "-d", "energy", "--bootstrap", "0",
+        "--conventions", "openood", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    table = pd.read_parquet(out / "results.parquet")
+    osr = table[table["protocol"] == "osr"]
+    assert {"fpr95_openood", "aupr_in_openood", "aupr_out_openood"} <= set(osr["metric"])
+    assert "fpr95" not in set(osr["metric"])
+    test = pd.read_parquet(out / "scores" / "id_test.parquet")
+    ood = pd.read_parquet(out / "scores" / "easy.parquet")
+    for det in ("msp", "energy"):
+        s = np.r_[test[f"score:{det}"], ood[f"score:{det}"]]
+        is_ood = np.r_[np.zeros(len(test), bool), np.ones(len(ood), bool)]
+        ref = ranking_metrics(s, is_ood, conventions="openood")
+        row = osr[(osr["detector"] == det) & (osr["split"] == "easy")].set_index("metric")
+        assert row.loc["fpr95_openood", "value"] == pytest.approx(ref.fpr, abs=1e-12)
+        assert row.loc["aupr_in_openood", "value"] == pytest.approx(ref.aupr_in, abs=1e-12)
+        assert row.loc["aupr_out_openood", "value"] == pytest.approx(ref.aupr_out, abs=1e-12)
+    prov = json.loads((out / "results.json").read_text())
+    assert prov["conventions"] == "openood" and prov["config"]["conventions"] == "openood"
+    assert "FPR@95 convention: openood" in (out / "report.md").read_text()
+    bad = semshift("evaluate", "--train", str(stores["train"]), "--test", str(stores["test"]),
+                   "--ood", f"easy={stores['ood']}", "--conventions", "sklearn",
+                   "--out", str(tmp_path / "bad"), "--quiet")  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --conventions:"), bad.stderr

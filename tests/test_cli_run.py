@@ -52,3 +52,18 @@ def test_config_errors_exit_2_with_one_line(config_file, tmp_path, semshift):
     assert empty.returncode == 2
     assert empty.stderr.startswith(f"error: {bad}: data.sets.easy: the set has zero samples")
     assert empty.stderr.count("\n") == 1
+
+
+def test_run_conventions_option_overrides_the_config(config_file, tmp_path, semshift):
+    import json
+
+    cfg = yaml.safe_load(config_file.read_text())
+    cfg["output"] = str(tmp_path / "oo")
+    path = config_file.parent / "run_openood.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    done = semshift("run", str(path), "--conventions", "openood", "--quiet")
+    assert done.returncode == 0, done.stderr
+    prov = json.loads((tmp_path / "oo" / "results.json").read_text())
+    assert prov["conventions"] == "openood"
+    assert "fpr95_openood" in prov["config"]["metrics"] and "fpr95" not in prov["config"]["metrics"]
+    assert prov["fpr_convention"] == {"fpr95_openood": "openood"}

@@ -735,16 +735,29 @@ def extract_features(
     )
 
 
+#: the --conventions option of the commands that compute ranking metrics
+ConventionsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--conventions",
+        help="exact (default) or openood: FPR@95 and AUPR-In/Out exactly as OpenOOD v1.5's "
+        "evaluator computes them (they differ on tied scores); recorded in the results.",
+    ),
+]
+
+
 @app.command("run")
 def run_config(
     config: Annotated[Path, typer.Argument(help="YAML run configuration (see examples/configs).")],
+    conventions: ConventionsOption = None,
     force: ForceOption = False,
     quiet: QuietOption = False,
 ) -> None:
     """Run a benchmark: split, extract, score, evaluate and report, each stage cached."""
-    from semshift.run import run
+    from semshift.run import load_config, run
 
-    result = run(config, progress=not quiet, force=force)
+    over = {"conventions": conventions} if conventions is not None else None
+    result = run(load_config(config, overrides=over), progress=not quiet, force=force)
     _print_run(result)
 
 
@@ -856,6 +869,7 @@ def evaluate_stores(
         list[str] | None,
         typer.Option(help="Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out)."),
     ] = None,
+    conventions: ConventionsOption = None,
     operating_point: Annotated[
         float | None,
         typer.Option(
@@ -927,6 +941,8 @@ def evaluate_stores(
     }
     if metric:
         cfg["metrics"] = list(dict.fromkeys(metric))
+    if conventions is not None:
+        cfg["conventions"] = conventions
     where = "semshift evaluate"
     try:
         result = run(load_config(cfg, source=where), progress=not quiet, force=force)
@@ -959,6 +975,7 @@ def _option_words(message: str, where: str, oods: set[str]) -> str:
     for prefix, option in (("detectors", "--detector"), ("metrics", "--metric"),
                            ("bootstrap", "--bootstrap"),
                            ("protocols.operating_point.recall", "--operating-point"),
+                           ("conventions", "--conventions"),
                            ("protocols", "--protocol")):  # fmt: skip
         if key.startswith(prefix):
             return f"{option}: {rest}"

@@ -48,6 +48,7 @@ from semshift.metrics.ranking import (
     auroc,
     detection_error,
     fpr_at_tpr,
+    fpr_at_tpr_openood,
     ranking_metrics,
 )
 from semshift.metrics.registry import MetricSpec, get_metric, list_metrics, register_metric
@@ -80,6 +81,7 @@ __all__ = [
     "evaluate_many",
     "failure_labels",
     "fpr_at_tpr",
+    "fpr_at_tpr_openood",
     "get_metric",
     "gzsl",
     "iou_per_class",

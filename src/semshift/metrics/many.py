@@ -30,6 +30,9 @@ def _fast(spec: MetricSpec) -> Callable[[_RankCore], float] | None:
     if f is ranking.fpr_at_tpr:
         tpr, conv = float(kw.get("tpr", 0.95)), str(kw.get("convention", "id_recall"))
         return lambda core: core.fpr(tpr, conv)
+    if f is ranking.fpr_at_tpr_openood:
+        tpr_o = float(kw.get("tpr", 0.95))
+        return lambda core: core.fpr_openood(tpr_o)
     if f is ranking.aupr_in:
         method = str(kw.get("method", "ap"))
         return lambda core: core.aupr("id", method)

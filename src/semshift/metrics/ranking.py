@@ -31,14 +31,17 @@ __all__ = [
     "auroc",
     "detection_error",
     "fpr_at_tpr",
+    "fpr_at_tpr_openood",
     "n_required",
     "ranking_metrics",
 ]
 
 Convention = Literal["id_recall", "ood_recall"]
 AuprMethod = Literal["ap", "trapezoid"]
+Conventions = Literal["exact", "openood"]
 _CONVENTIONS = ("id_recall", "ood_recall")
 _AUPR_METHODS = ("ap", "trapezoid")
+_CONVENTION_SETS = ("exact", "openood")
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -302,6 +305,44 @@ class _RankCore:
         t = sb[k - 1]  # smallest t with #OOD <= t at least k
         return float(np.searchsorted(sa, t, side="right")) / n1
 
+    def openood_roc_points(self) -> tuple[IntArray, IntArray]:
+        """The points OpenOOD v1.5's ROC curve keeps, as cumulative counts (A, B).
+
+        OpenOOD calls ``sklearn.metrics.roc_curve(is_ood, -scores)`` with its default
+        ``drop_intermediate=True``. sklearn (``confusion_matrix_at_thresholds``, formerly
+        ``_binary_clf_curve``) puts one point at every distinct score: with ``v_1 < ... < v_K``
+        the distinct values, point k is ``(fps, tps) = (A_k, B_k)`` (#ID <= v_k,
+        #OOD <= v_k). It then keeps the first and the last point and every interior point
+        where the second difference of ``fps`` or of ``tps`` is nonzero, i.e. it drops point k
+        when the groups of v_k and v_(k+1) hold the same numbers of ID and OOD scores (k lies
+        inside a straight run of equal steps); only then does it prepend (0, 0). Returns the
+        kept ``(A, B)``, shape (K',) each, without the prepended origin.
+        """
+        n = self.n
+        vals = np.empty(n, dtype=np.result_type(self.id_sorted, self.ood_sorted))
+        vals[self.pos_id] = self.id_sorted
+        vals[self.pos_ood] = self.ood_sorted
+        ends = np.flatnonzero(vals[1:] != vals[:-1])  # last merged index of each group but one
+        ends = np.append(ends, n - 1)
+        b = np.searchsorted(self.pos_ood, ends, side="right")  # B_k: OOD positions <= end
+        a = ends + 1 - b
+        if ends.size > 2:
+            keep = np.ones(ends.size, dtype=bool)
+            np.logical_or(np.diff(a, 2) != 0, np.diff(b, 2) != 0, out=keep[1:-1])
+            a, b = a[keep], b[keep]
+        return a, b
+
+    def fpr_openood(self, tpr: float) -> float:
+        """FPR as OpenOOD v1.5: ``fpr_list[np.argmax(tpr_list >= tpr)]`` on its ROC curve.
+
+        ``tpr_list = B / n_ood`` and ``fpr_list = A / n_id`` over :meth:`openood_roc_points`
+        (float division, as sklearn). The prepended (0, 0) never qualifies because
+        ``tpr > 0``, and the last point (TPR 1) always does because ``tpr <= 1``.
+        """
+        a, b = self.openood_roc_points()
+        k = int(np.argmax(b / self.n_ood >= tpr))
+        return float(a[k]) / self.n_id
+
     def ap_in(self) -> float:
         """Average precision with ID positive, ranked by descending score."""
         n1, n = self.n_id, self.n
@@ -394,11 +435,22 @@ def _check_method(method: str) -> None:
         raise InputError(f"method must be one of {_AUPR_METHODS}, got {method!r}")
 
 
+def _check_conventions(conventions: str) -> None:
+    if conventions not in _CONVENTION_SETS:
+        raise InputError(f"conventions must be one of {_CONVENTION_SETS}, got {conventions!r}")
+
+
 @register_metric(
     "auroc",
     higher_is_better=True,
     inputs=("scores", "is_ood"),
     description="AUROC, ID positive (Mann-Whitney; ties count 1/2)",
+)
+@register_metric(
+    "auroc_openood",
+    higher_is_better=True,
+    inputs=("scores", "is_ood"),
+    description="AUROC as OpenOOD v1.5 reports it (the same value as auroc, ties included)",
 )
 def auroc(scores: ArrayLike, is_ood: ArrayLike) -> float:
     """Area under the ROC curve with ID as the positive class.
@@ -475,6 +527,8 @@ def fpr_at_tpr(
         k = ceil(tpr n_ood)). FPR = fraction of ID scores <= t (ID flagged as OOD).
 
     Ties at the threshold count as accepted in both conventions (``>=`` / ``<=``).
+    OpenOOD v1.5's own code gives ``"ood_recall"`` values without ties but can give a higher
+    FPR with ties; :func:`fpr_at_tpr_openood` reproduces it.
 
     Parameters
     ----------
@@ -514,6 +568,62 @@ def fpr_at_tpr(
 
 
 @register_metric(
+    "fpr95_openood",
+    higher_is_better=False,
+    inputs=("scores", "is_ood"),
+    description="FPR of ID at 95% OOD recall exactly as OpenOOD v1.5 computes it "
+    "(sklearn roc_curve with drop_intermediate; differs from fpr95_ood_recall on ties)",
+    tpr=0.95,
+)
+def fpr_at_tpr_openood(scores: ArrayLike, is_ood: ArrayLike, tpr: float = 0.95) -> float:
+    """FPR@TPR exactly as OpenOOD v1.5's evaluator computes it, ties included.
+
+    OpenOOD (``openood/evaluators/metrics.py``, ``auc_and_fpr_recall(conf, label, tpr_th)``)
+    takes OOD as the positive class and runs ``fpr_list, tpr_list, _ =
+    sklearn.metrics.roc_curve(ood_indicator, -conf)`` (default ``drop_intermediate=True``),
+    then ``fpr = fpr_list[np.argmax(tpr_list >= tpr_th)]``. ``tpr`` here is that ``tpr_th``.
+    Reproduced from the shared sort without calling sklearn (see
+    ``_RankCore.openood_roc_points``).
+
+    Without ties this equals ``fpr_at_tpr(..., convention="ood_recall")``. With ties it can be
+    higher: sklearn drops ROC points that lie inside a straight run of equal steps, so the
+    first kept point reaching ``tpr`` can lie past the exact threshold
+    (docs/methods.md#openood-conventions).
+
+    Parameters
+    ----------
+    scores : array_like of float, shape (n,)
+        Normality scores, higher = more in-distribution.
+    is_ood : array_like of bool, shape (n,)
+        True = OOD / unknown / negative.
+    tpr : float, default 0.95
+        Required OOD recall in (0, 1] (OpenOOD's ``tpr_th``).
+
+    Returns
+    -------
+    float
+        Fraction of ID scores flagged as OOD, in [0, 1]; lower is better.
+
+    References
+    ----------
+    .. [1] Zhang et al., "OpenOOD v1.5: Enhanced Benchmark for Out-of-Distribution
+       Detection", arXiv:2306.09301, 2023.
+
+    Examples
+    --------
+    >>> from semshift.metrics import fpr_at_tpr, fpr_at_tpr_openood
+    >>> s = [0, 1, 1, 2, 2, 3, 3]  # OOD at 0, then three tied pairs of one ID and one OOD
+    >>> ood = [True, False, True, False, True, False, True]
+    >>> fpr_at_tpr(s, ood, tpr=0.5, convention="ood_recall")  # t = 1: ID 1 caught
+    0.3333333333333333
+    >>> fpr_at_tpr_openood(s, ood, tpr=0.5)  # the ROC point at t = 1 is dropped, next is t = 3
+    1.0
+    """
+    _check_tpr(tpr, "ood_recall")
+    return _RankCore.from_scores(scores, is_ood, "fpr_at_tpr_openood").fpr_openood(float(tpr))
+
+
+@register_metric(
     "aupr_in",
     higher_is_better=True,
     inputs=("scores", "is_ood"),
@@ -524,6 +634,13 @@ def fpr_at_tpr(
     higher_is_better=True,
     inputs=("scores", "is_ood"),
     description="AUPR-In (ID positive), trapezoidal area under the PR curve (OpenOOD)",
+    method="trapezoid",
+)
+@register_metric(
+    "aupr_in_openood",
+    higher_is_better=True,
+    inputs=("scores", "is_ood"),
+    description="AUPR-In as OpenOOD v1.5 reports it (= aupr_in_trapezoid, ties included)",
     method="trapezoid",
 )
 def aupr_in(scores: ArrayLike, is_ood: ArrayLike, method: AuprMethod = "ap") -> float:
@@ -576,6 +693,13 @@ def aupr_in(scores: ArrayLike, is_ood: ArrayLike, method: AuprMethod = "ap") -> 
     higher_is_better=True,
     inputs=("scores", "is_ood"),
     description="AUPR-Out (OOD positive, score -s), trapezoidal area (OpenOOD)",
+    method="trapezoid",
+)
+@register_metric(
+    "aupr_out_openood",
+    higher_is_better=True,
+    inputs=("scores", "is_ood"),
+    description="AUPR-Out as OpenOOD v1.5 reports it (= aupr_out_trapezoid, ties included)",
     method="trapezoid",
 )
 def aupr_out(scores: ArrayLike, is_ood: ArrayLike, method: AuprMethod = "ap") -> float:
@@ -655,15 +779,20 @@ class RankingMetrics:
     Attributes
     ----------
     auroc, fpr, aupr_in, aupr_out, detection_error : float
-        As the functions of the same names; ``fpr`` at ``tpr`` with ``convention``.
+        As the functions of the same names; ``fpr`` at ``tpr`` with ``convention``
+        (with ``conventions="openood"``: :func:`fpr_at_tpr_openood`).
     tpr : float
         Recall level of ``fpr``.
     convention : str
-        FPR convention, ``"id_recall"`` or ``"ood_recall"``.
+        FPR convention, ``"id_recall"`` or ``"ood_recall"`` (the latter under
+        ``conventions="openood"``, whose FPR is measured at OOD recall).
     aupr_method : str
-        ``"ap"`` or ``"trapezoid"``.
+        ``"ap"`` or ``"trapezoid"`` (the latter under ``conventions="openood"``).
     n_id, n_ood : int
         Sample counts.
+    conventions : str
+        ``"exact"`` or ``"openood"``: whether ``fpr``, ``aupr_in`` and ``aupr_out`` follow
+        OpenOOD v1.5's evaluator (see :func:`ranking_metrics`).
     """
 
     auroc: float
@@ -676,6 +805,7 @@ class RankingMetrics:
     aupr_method: str
     n_id: int
     n_ood: int
+    conventions: str = "exact"
 
     def as_dict(self) -> dict[str, float | int | str]:
         """The fields as a plain dict."""
@@ -689,11 +819,37 @@ def ranking_metrics(
     tpr: float = 0.95,
     convention: Convention = "id_recall",
     aupr_method: AuprMethod = "ap",
+    conventions: Conventions = "exact",
 ) -> RankingMetrics:
     """AUROC, FPR@TPR, AUPR-In, AUPR-Out and detection error from a single shared sort.
 
     The ID and OOD scores are each sorted once and merged (stable, linear time); every metric
     is then read off cumulative counts. Values equal the single-metric functions exactly.
+
+    ``conventions="openood"`` reproduces the four numbers of OpenOOD v1.5's leaderboard
+    (``openood/evaluators/metrics.py``, ``compute_all_metrics`` ->
+    ``auc_and_fpr_recall(conf, label, tpr_th)``) to within 1e-12, ties included, without
+    calling sklearn at run time. It changes these fields:
+
+    ``fpr``
+        :func:`fpr_at_tpr_openood`: ``fpr_list[np.argmax(tpr_list >= tpr_th)]`` on
+        ``roc_curve(is_ood, -scores)`` with its default ``drop_intermediate=True``; ``tpr``
+        is used as OpenOOD's ``tpr_th``. Equal to the ``"ood_recall"`` convention without
+        ties; on ties it can be higher (docs/methods.md#openood-conventions).
+    ``aupr_in``, ``aupr_out``
+        ``auc(recall, precision)`` on ``precision_recall_curve(~is_ood, scores)`` and
+        ``precision_recall_curve(is_ood, -scores)``: ``aupr_method="trapezoid"``, which
+        already equals OpenOOD's values with ties.
+
+    ``auroc`` is not changed: OpenOOD's ``auc(fpr_list, tpr_list)`` is the trapezoid under the
+    ROC curve, which equals the Mann-Whitney AUROC (the points sklearn drops are collinear and
+    a tied group is a diagonal segment). ``detection_error`` is not part of OpenOOD's output
+    and keeps its definition.
+
+    Precedence: ``conventions="openood"`` fixes the FPR rule and the AUPR method, so
+    ``convention`` and ``aupr_method`` are not used (they are still validated); the record
+    states what was used: ``convention="ood_recall"``, ``aupr_method="trapezoid"``,
+    ``conventions="openood"``.
 
     Parameters
     ----------
@@ -707,6 +863,9 @@ def ranking_metrics(
         FPR convention, see :func:`fpr_at_tpr`.
     aupr_method : {"ap", "trapezoid"}, default "ap"
         See :func:`aupr_in`.
+    conventions : {"exact", "openood"}, default "exact"
+        ``"exact"``: the definitions above. ``"openood"``: OpenOOD v1.5's FPR@TPR and AUPR
+        computations (see above); takes precedence over ``convention`` and ``aupr_method``.
 
     Returns
     -------
@@ -715,6 +874,8 @@ def ranking_metrics(
     References
     ----------
     .. [1] Hendrycks & Gimpel, ICLR 2017; Liang et al. (ODIN), ICLR 2018.
+    .. [2] Zhang et al., "OpenOOD v1.5: Enhanced Benchmark for Out-of-Distribution
+       Detection", arXiv:2306.09301, 2023.
 
     Examples
     --------
@@ -722,13 +883,25 @@ def ranking_metrics(
     >>> r = ranking_metrics([0.9, 0.8, 0.3, 0.8], [False, False, True, True])
     >>> r.auroc, r.fpr, r.convention
     (0.875, 0.5, 'id_recall')
+    >>> s, ood = [0, 1, 1, 2, 2, 3, 3], [True, False, True, False, True, False, True]
+    >>> o = ranking_metrics(s, ood, tpr=0.5, conventions="openood")
+    >>> o.fpr, o.convention, o.aupr_method, o.conventions
+    (1.0, 'ood_recall', 'trapezoid', 'openood')
+    >>> ranking_metrics(s, ood, tpr=0.5, convention="ood_recall").fpr  # exact: t = 1
+    0.3333333333333333
     """
     _check_tpr(tpr, convention)
     _check_method(aupr_method)
+    _check_conventions(conventions)
     core = _RankCore.from_scores(scores, is_ood, "ranking_metrics")
+    if conventions == "openood":
+        convention, aupr_method = "ood_recall", "trapezoid"
+        fpr = core.fpr_openood(float(tpr))
+    else:
+        fpr = core.fpr(float(tpr), convention)
     return RankingMetrics(
         auroc=core.auroc(),
-        fpr=core.fpr(float(tpr), convention),
+        fpr=fpr,
         aupr_in=core.aupr("id", aupr_method),
         aupr_out=core.aupr("ood", aupr_method),
         detection_error=core.detection_error(),
@@ -737,4 +910,5 @@ def ranking_metrics(
         aupr_method=aupr_method,
         n_id=core.n_id,
         n_ood=core.n_ood,
+        conventions=conventions,
     )

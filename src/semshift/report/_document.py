@@ -75,11 +75,14 @@ class Report:
 
 
 def fpr_convention(provenance: dict[str, Any]) -> str:
-    """The FPR@95 convention of the run: ``results.json``'s ``fpr_convention``, else id_recall.
+    """The FPR@95 convention of the run: ``openood`` when the run used OpenOOD v1.5's
+    conventions, else ``results.json``'s ``fpr_convention``, else id_recall.
 
     The runner writes a mapping metric -> convention (``{"fpr95": "id_recall"}``); a plain
     string is accepted too.
     """
+    if provenance.get("conventions") == "openood":
+        return "openood"
     conv = provenance.get("fpr_convention")
     if isinstance(conv, str) and conv:
         return conv
@@ -101,6 +104,12 @@ def fpr_sentence(provenance: dict[str, Any]) -> str:
         how = (
             "threshold catching 95% of the OOD samples (OOD = score <= t), FPR = fraction of "
             "ID scores <= t (OpenOOD >= v1.5)"
+        )
+    elif conv == "openood":
+        how = (
+            "OpenOOD v1.5's evaluator exactly: the first point of sklearn's roc_curve (OOD "
+            "positive, collinear points dropped) whose OOD recall reaches 95%; AUPR-In/Out as "
+            "sklearn auc(recall, precision); on tied scores the FPR can exceed the exact value"
         )
     else:
         how = "as recorded in results.json"

@@ -219,6 +219,9 @@ class RunConfig(_Strict):
     detectors: Literal["all"] | list[str | DetectorSpec] = "all"
     protocols: ProtocolsConfig = Field(default_factory=ProtocolsConfig)
     metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    #: ``openood``: FPR@95 and AUPR-In/Out exactly as OpenOOD v1.5's evaluator computes them
+    #: (ranking metrics fpr95 / aupr_in / aupr_out become their ``*_openood`` variants)
+    conventions: Literal["exact", "openood"] = "exact"
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
     report: ReportConfig | None = None
 
@@ -551,6 +554,31 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                         fail(f"protocols.{name}.stores.{seed}", f"needs a store for {need!r}")
 
 
+#: The ranking metrics OpenOOD v1.5's conventions replace (AUROC is the same under both).
+OPENOOD_METRICS = {
+    "fpr95": "fpr95_openood",
+    "aupr_in": "aupr_in_openood",
+    "aupr_out": "aupr_out_openood",
+    "aupr_in_trapezoid": "aupr_in_openood",
+    "aupr_out_trapezoid": "aupr_out_openood",
+}
+
+
+def _openood_metrics(cfg: RunConfig) -> None:
+    """Every ranking-metric list of the config in OpenOOD v1.5's conventions."""
+
+    def swap(names: list[str]) -> list[str]:
+        return list(dict.fromkeys(OPENOOD_METRICS.get(n, n) for n in names))
+
+    cfg.metrics = swap(cfg.metrics)
+    for name in cfg.protocols.enabled():
+        pc = cfg.protocols.get(name)
+        for key in get_protocol(name).metric_keys:
+            value = getattr(pc, key, None)
+            if value is not None:
+                setattr(pc, key, swap(list(value)))
+
+
 def _is_weights_name(spec: str) -> bool:
     import re
 
@@ -563,6 +591,7 @@ def load_config(
     base_dir: str | Path | None = None,
     check_files: bool = True,
     source: str = "config",
+    overrides: Mapping[str, Any] | None = None,
 ) -> RunConfig:
     """Validate a run configuration from a YAML file, a dict or a :class:`RunConfig`.
 
@@ -577,6 +606,9 @@ def load_config(
         Check that every named file and store exists (default).
     source : str
         What messages call a mapping config (default ``"config"``); a file is named by its path.
+    overrides : mapping, optional
+        Top-level keys replacing the file's or mapping's own (e.g. ``{"conventions":
+        "openood"}`` from a command-line option), before validation.
 
     Returns
     -------
@@ -604,6 +636,7 @@ def load_config(
             where = source
         else:
             raise InputError(f"config: expected a path or a mapping, got {type(config).__name__}")
+        data.update(overrides or {})
         try:
             cfg = RunConfig.model_validate(data)
         except ValidationError as err:
@@ -611,5 +644,7 @@ def load_config(
         cfg.source = where
     cfg.base_dir = base.resolve()
     _resolve_paths(cfg, cfg.base_dir)
+    if cfg.conventions == "openood":
+        _openood_metrics(cfg)
     _check(cfg, where, check_files)
     return cfg

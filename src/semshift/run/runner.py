@@ -95,6 +95,8 @@ def provenance(
         kw = dict(get_metric(m).kwargs)
         if "convention" in kw:
             conventions[m] = kw["convention"]
+        elif m == "fpr95_openood":
+            conventions[m] = "openood"
     sources = extracted.sources if extracted is not None else {}
     return {
         "name": cfg.name,
@@ -109,6 +111,7 @@ def provenance(
             "sanity_models": sorted(extracted.random_worlds) if extracted is not None else [],
         },
         "fpr_convention": conventions,
+        "conventions": cfg.conventions,
         "stages": {k: v.to_json() for k, v in ctx.stages.items()},
         "total_seconds": round(time.perf_counter() - ctx.t_start, 4),
         "detectors": ctx.detector_info,
