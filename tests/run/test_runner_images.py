@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from semshift.errors import InputError
 from semshift.features.models import MODELS, HookAdapter, register_model
 from semshift.run import run
 
@@ -249,3 +250,40 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
     assert len(re.findall(r"data:image/(?:png|jpeg);base64,", html)) >= 2
     assert "Operating point" in html and "unreadable image" not in html
     assert (out / "report.html").stat().st_size < 10_000_000
+
+
+def test_a_set_read_by_a_release_layout(image_config, tmp_path):
+    """data.<set>.layout: a public release's own layout (here Stanford Cars' folder release,
+    label = position in the sorted class folders) is extracted like an image folder."""
+    import pandas as pd
+
+    root, base = image_config
+    cars = tmp_path / "cars" / "car_data" / "car_data"
+    _write_images(cars / "train", {"r": (6, 0), "g": (6, 1), "b": (6, 2)}, 0)
+    _write_images(cars / "test", {"r": (4, 0), "g": (4, 1), "b": (4, 2)}, 1)
+    lay = {"name": "stanford_cars", "root": str(tmp_path / "cars")}
+    cfg = {
+        **{k: v for k, v in base.items() if k != "classes"},
+        "output": str(tmp_path / "out"),
+        "data": {
+            "id_train": {"layout": {**lay, "params": {"split": "train"}}},
+            "id_test": {"layout": {**lay, "params": {"split": "test"}}},
+            "sets": {"ood": {"role": "ood", "split": "ood", "images": str(root / "ood")}},
+        },
+        "detectors": ["msp"],
+        "protocols": {"osr": {}},
+    }
+    result = run(cfg, progress=False)
+    assert not result.errors
+    test = pd.read_parquet(tmp_path / "out" / "scores" / "id_test.parquet")
+    # sorted class folders b, g, r -> labels 0, 1, 2 (torchvision ImageFolder order)
+    expected = {"b": 0, "g": 1, "r": 2}
+    assert (test["label"] == test["class_id"].map(expected)).all()
+    assert len(test) == 12
+    bad = {**cfg, "data": {**cfg["data"], "id_test": {"layout": {**lay, "name": "stanford_car"}}}}
+    with pytest.raises(InputError, match=r"data\.id_test\.layout\.name: unknown layout"):
+        run(bad, progress=False)
+    bad = {**cfg, "data": {**cfg["data"],
+                           "id_test": {"layout": {**lay, "params": {"splt": "test"}}}}}  # fmt: skip
+    with pytest.raises(InputError, match=r"takes no parameter splt; accepted: split"):
+        run(bad, progress=False)

@@ -47,6 +47,7 @@ from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
 __all__ = [
+    "LAYOUTS",
     "cub200",
     "fgvc_aircraft",
     "imagenet1k",
@@ -55,7 +56,10 @@ __all__ = [
     "imagenet_o",
     "imagenet_r",
     "imagenet_sketch",
+    "list_layouts",
+    "open_layout",
     "openood_list",
+    "register_layout",
     "stanford_cars",
 ]
 
@@ -944,3 +948,68 @@ def openood_list(
         if rel in ok:
             rows.add(rel, label)
     return rows.source(lst, "openood-list", cl)
+
+
+# ---------------------------------------------------------------------------------------------
+# registry: layouts by name, for run configs (``data.<set>.layout``)
+# ---------------------------------------------------------------------------------------------
+
+#: Layout name -> reader ``f(root, **params) -> ImageSource``.
+LAYOUTS: dict[str, Callable[..., ImageSource]] = {
+    "imagenet1k": imagenet1k,
+    "imagenet21k": imagenet21k,
+    "cub200": cub200,
+    "fgvc_aircraft": fgvc_aircraft,
+    "stanford_cars": stanford_cars,
+    "imagenet_r": imagenet_r,
+    "imagenet_sketch": imagenet_sketch,
+    "imagenet_o": imagenet_o,
+    "imagenet_c": imagenet_c,
+}
+
+
+def register_layout(
+    name: str,
+) -> Callable[[Callable[..., ImageSource]], Callable[..., ImageSource]]:
+    """Decorator adding a reader ``f(root, **params) -> ImageSource`` under ``name``."""
+
+    def deco(fn: Callable[..., ImageSource]) -> Callable[..., ImageSource]:
+        if name in LAYOUTS:
+            raise ValueError(f"layout {name!r} is already registered")
+        LAYOUTS[name] = fn
+        return fn
+
+    return deco
+
+
+def list_layouts() -> list[str]:
+    """Names of the registered dataset layouts."""
+    return sorted(LAYOUTS)
+
+
+def open_layout(name: str, root: str | Path, **params: Any) -> ImageSource:
+    """The images of a release read by the layout ``name`` from ``root``.
+
+    Raises
+    ------
+    UnknownNameError
+        No layout has this name (close matches and every name are listed).
+    InputError
+        A parameter the reader does not take, or the reader's own one-line errors.
+    """
+    import difflib
+    import inspect
+
+    fn = LAYOUTS.get(name)
+    if fn is None:
+        close = difflib.get_close_matches(name, list(LAYOUTS), n=2)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UnknownNameError(f"unknown layout {name!r}{hint}; known: {', '.join(list_layouts())}")
+    accepted = [p for p in inspect.signature(fn).parameters if p != "root"]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise InputError(
+            f"layout {name!r} takes no parameter {', '.join(unknown)}; accepted: "
+            f"{', '.join(accepted) or '(none)'}"
+        )
+    return fn(root, **params)

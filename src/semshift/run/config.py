@@ -47,6 +47,7 @@ __all__ = [
     "DataConfig",
     "DetectorSpec",
     "GridColumns",
+    "LayoutConfig",
     "ModelConfig",
     "ProtocolsConfig",
     "ReportConfig",
@@ -100,11 +101,23 @@ class ClassSelect(_Strict):
     column: str
 
 
+class LayoutConfig(_Strict):
+    """Images of a public release read by a dataset layout (:mod:`semshift.catalog.layouts`):
+    ``name`` (``cub200``, ``imagenet1k``, ...), the release's ``root`` folder and the reader's
+    parameters (``split``, ...)."""
+
+    name: str
+    root: Path
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class SourceConfig(_Strict):
-    """Where one set's samples come from: an existing feature store or an image folder/list."""
+    """Where one set's samples come from: an existing feature store, an image folder/list, or a
+    public release read by its layout."""
 
     store: Path | None = None
     images: Path | None = None
+    layout: LayoutConfig | None = None
     select: dict[str, Any] = Field(default_factory=dict)
     classes_from: ClassSelect | None = None
     corruption: CorruptionConfig | None = None
@@ -396,6 +409,13 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
     for src in cfg.sources().values():
         src.store = _abs(base, src.store)
         src.images = _abs(base, src.images)
+        if src.layout is not None:
+            src.layout.root = _abs(base, src.layout.root) or src.layout.root
+            for key, value in src.layout.params.items():  # files the reader is given
+                if isinstance(value, str) and ("/" in value or "." in value):
+                    candidate = _abs(base, Path(value))
+                    if candidate is not None and candidate.exists():
+                        src.layout.params[key] = str(candidate)
         if isinstance(src, SetConfig) and src.grid is not None:
             src.grid.table = _abs(base, src.grid.table)
     protocols = cfg.protocols
@@ -443,15 +463,21 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     need_model = False
     for name, src in cfg.sources().items():
         path = f"data.{name}" if name in ("id_train", "id_val", "id_test") else f"data.sets.{name}"
-        if (src.store is None) == (src.images is None):
-            fail(path, "give exactly one of 'store' (a feature store) and 'images' (a folder)")
+        given = [k for k in ("store", "images", "layout") if getattr(src, k) is not None]
+        if len(given) != 1:
+            fail(path, "give exactly one of 'store' (a feature store), 'images' (a folder or "
+                 "list) and 'layout' (a public release)")  # fmt: skip
         if src.store is not None:
             exists(f"{path}.store", src.store, "feature store")
             if src.corruption is not None:
                 fail(f"{path}.corruption", "a corruption applies to 'images', not to a 'store'")
-        else:
+        elif src.images is not None:
             need_model = True
             exists(f"{path}.images", src.images, "image folder or list")
+        else:
+            assert src.layout is not None
+            need_model = True
+            _check_layout(f"{path}.layout", src.layout, fail, exists)
         if src.classes_from is not None and src.classes_from.split not in cfg.splits:
             known = ", ".join(cfg.splits) or "none configured"
             fail(f"{path}.classes_from.split", f"no split named {src.classes_from.split!r} "
@@ -552,6 +578,26 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                 for need in ("id_train", "id_test"):
                     if need not in paths:
                         fail(f"protocols.{name}.stores.{seed}", f"needs a store for {need!r}")
+
+
+def _check_layout(path: str, layout: LayoutConfig, fail: Any, exists: Any) -> None:
+    import inspect
+
+    from semshift.catalog.layouts import LAYOUTS, list_layouts
+
+    fn = LAYOUTS.get(layout.name)
+    if fn is None:
+        close = difflib.get_close_matches(layout.name, list_layouts(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        fail(f"{path}.name", f"unknown layout {layout.name!r}{hint}; known: "
+             f"{', '.join(list_layouts())}")  # fmt: skip
+        return
+    exists(f"{path}.root", layout.root, "dataset root")
+    accepted = [p for p in inspect.signature(fn).parameters if p != "root"]
+    unknown = sorted(set(layout.params) - set(accepted))
+    if unknown:
+        fail(f"{path}.params", f"layout {layout.name!r} takes no parameter "
+             f"{', '.join(unknown)}; accepted: {', '.join(accepted)}")  # fmt: skip
 
 
 #: The ranking metrics OpenOOD v1.5's conventions replace (AUROC is the same under both).

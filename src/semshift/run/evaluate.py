@@ -102,7 +102,7 @@ def _eval_key(ctx: RunContext, scored: ScoreStage) -> str:
             "sets": [
                 {
                     "key": s.key,
-                    "cfg": s.cfg.model_dump(mode="json", exclude={"store", "images"}),
+                    "cfg": s.cfg.model_dump(mode="json", exclude={"store", "images", "layout"}),
                     "role": s.role,
                 }
                 for s in sw.world.scored

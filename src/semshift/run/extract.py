@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from semshift.errors import InputError
 from semshift.run.cache import stable_hash
-from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig
+from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig, SourceConfig
 from semshift.run.context import Role, RunContext, Source, StageRecord, World
 from semshift.run.split import SplitStage
 from semshift.run.verify import VerifiedStores
@@ -206,9 +206,16 @@ class _Extractor:
         cfg, cache = self.cfg, self.ctx.cache
         m = cfg.model
         first = jobs[0][0]
-        assert m is not None and first.cfg.images is not None
+        assert m is not None and is_images(first.cfg)
         unknown = first.cfg.unknown or ("ood" if first.role == "ood" else "error")
-        source = open_source(first.cfg.images, cfg.classes, unknown=unknown)
+        lay = first.cfg.layout
+        if lay is not None:
+            from semshift.catalog.layouts import open_layout
+
+            source = open_layout(lay.name, lay.root, **lay.params)
+        else:
+            assert first.cfg.images is not None
+            source = open_source(first.cfg.images, cfg.classes, unknown=unknown)
         corr = first.cfg.corruption
         # model-level detectors score evaluated sets only: no ODIN passes over training images
         scores = [] if first.role in ("id_train", "id_val") else self.model_level_requested()
@@ -287,6 +294,11 @@ class _Extractor:
             rec.computed.extend(label for label, _, _ in part)
 
 
+def is_images(src: SourceConfig) -> bool:
+    """Whether a source is extracted by the run (an image folder or list, or a release layout)."""
+    return src.images is not None or src.layout is not None
+
+
 def _class_count(cfg: RunConfig) -> int | None:
     if cfg.classes is None:
         return None
@@ -338,7 +350,7 @@ def _random_seeds(
     if rm is None or rm.stores is not None:
         return []
     name = next(n for n in cfg.protocols.enabled() if cfg.protocols.get(n) is rm)
-    usable = {n: s for n, s in sources.items() if s.cfg.images is not None}
+    usable = {n: s for n, s in sources.items() if is_images(s.cfg)}
     missing = [n for n in ("id_train", "id_test") if n not in usable]
     if missing:
         raise InputError(
@@ -375,7 +387,7 @@ def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
         seeds = _random_seeds(ctx, sources, rm)
         ex = _Extractor(ctx, verified)
         copies: dict[int, dict[str, Source]] = {seed: {} for seed in seeds}
-        for s in [s for s in sources.values() if s.cfg.images is not None]:
+        for s in [s for s in sources.values() if is_images(s.cfg)]:
             # the configured model and every random copy see the images in one pass
             jobs: list[tuple[Source, int | None]] = [(s, None)]
             if s.name != "id_val":
