@@ -154,6 +154,15 @@ def test_cli_errors_are_one_line(tmp_path, images, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: class folder ") and "cat is not in the class list" in err
+    # torchvision weights by name: a name that does not exist lists close matches; one that
+    # exists but is not in torch's cache says which file to place where
+    with pytest.raises(SystemExit) as exc:
+        main(["extract", "--model", "resnet18", "--weights", "IMAGENET1K_V2", "--data",
+              str(images), "--out", str(tmp_path / "w")])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: resnet18 has no weights 'IMAGENET1K_V2' (did you mean")
+    assert "\n" not in err
 
 
 def test_cli_extract_small(tmp_path, images, capsys):
