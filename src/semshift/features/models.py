@@ -12,8 +12,10 @@ with :func:`register_model`. Unknown names raise an error listing close matches.
 
 Weights come from a local file only (nothing is downloaded): safetensors, or a PyTorch checkpoint
 read with ``torch.load(weights_only=True)``; a checkpoint that needs unpickling arbitrary objects
-is refused. Or ``random_init=True``: Kaiming-normal weights from a seeded generator, for the
-random-model sanity check (ImageNet-OOD paper, section 4.2).
+is refused. Named pretrained weights (torchvision enum names, timm and open_clip pretrained tags)
+are read the same way from the file each library's own cache holds (torch's hub cache, the
+Hugging Face cache). Or ``random_init=True``: Kaiming-normal weights from a seeded generator, for
+the random-model sanity check (ImageNet-OOD paper, section 4.2).
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ __all__ = [
     "HookAdapter",
     "ModelAdapter",
     "OpenClipAdapter",
+    "PretrainedWeights",
     "TimmAdapter",
     "TorchvisionAdapter",
+    "check_weights_name",
+    "hf_cache_dir",
     "is_model",
     "is_weights_name",
     "kaiming_init",
@@ -52,8 +57,10 @@ __all__ = [
     "load_model",
     "load_state_dict",
     "load_weights",
+    "named_weights_library",
     "register_model",
     "register_open_clip_config",
+    "resolve_pretrained",
     "torchvision_weights",
     "weights_cache_file",
     "weights_preprocessing",
@@ -755,7 +762,7 @@ def is_model(name: str) -> bool:
     return name in MODELS or name in _entry_points() or name.startswith(("timm/", "open_clip/"))
 
 
-def _build_timm(arch: str, num_classes: int, **kwargs: Any) -> ModelAdapter:
+def _check_timm_arch(arch: str) -> None:
     import timm
 
     if arch not in timm.list_models():
@@ -763,6 +770,12 @@ def _build_timm(arch: str, num_classes: int, **kwargs: Any) -> ModelAdapter:
         raise UnknownNameError(
             f"unknown timm model {arch!r}" + (f"; close: {', '.join(close)}" if close else "")
         )
+
+
+def _build_timm(arch: str, num_classes: int, **kwargs: Any) -> ModelAdapter:
+    import timm
+
+    _check_timm_arch(arch)
     net = timm.create_model(arch, pretrained=False, num_classes=num_classes, **kwargs)
     return TimmAdapter(f"timm/{arch}", net)
 
@@ -779,7 +792,7 @@ def register_open_clip_config(name: str, config: Mapping[str, Any]) -> None:
     open_clip.add_model_config(folder)
 
 
-def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
+def _check_open_clip_arch(arch: str) -> None:
     import open_clip
 
     known = open_clip.list_models()
@@ -789,6 +802,12 @@ def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
             f"unknown open_clip architecture {arch!r}"
             + (f"; close: {', '.join(close)}" if close else "")
         )
+
+
+def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
+    import open_clip
+
+    _check_open_clip_arch(arch)
     net = open_clip.create_model(arch, pretrained=None, **kwargs)
     return OpenClipAdapter(f"open_clip/{arch}", net, open_clip.get_tokenizer(arch))
 
@@ -798,8 +817,15 @@ def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
 _WEIGHTS_NAME = re.compile(r"^(?:[A-Za-z0-9]+_Weights\.)?[A-Z][A-Z0-9_]*$")
 
 
-def is_weights_name(spec: str | Path | None) -> bool:
-    """Whether ``spec`` names pretrained weights (``IMAGENET1K_V2``) rather than a file."""
+def is_weights_name(spec: str | Path | None, model: str | None = None) -> bool:
+    """Whether ``spec`` names pretrained weights rather than a file, by spelling.
+
+    Without ``model``: a torchvision enum name (``IMAGENET1K_V2``). With ``model``: a name in
+    that model's namespace (:func:`named_weights_library`: timm or open_clip tags for ``timm/``
+    and ``open_clip/`` models).
+    """
+    if model is not None:
+        return named_weights_library(model, spec) is not None
     return isinstance(spec, str) and bool(_WEIGHTS_NAME.match(spec))
 
 
@@ -842,9 +868,22 @@ def weights_cache_file(weights: Any) -> Path:
 
 
 def weights_preprocessing(model: str, weights: str | Path | None) -> dict[str, Any] | None:
-    """Resize, crop, mean and std that named torchvision weights were trained with (None for a
-    file or no weights): ``{"preset": "resize<R>-crop<C>", "mean": ..., "std": ...}``."""
-    if weights is None or not is_weights_name(str(weights)):
+    """Resize, crop, mean and std that named weights were trained with (None for a file or no
+    weights): ``{"preset": "resize<R>-crop<C>", "mean": ..., "std": ...}``.
+
+    torchvision enum names: their ``transforms()``; timm tags: the pretrained config's
+    ``input_size``, ``crop_pct`` (resize = floor(crop / crop_pct)), ``mean``, ``std``; open_clip
+    tags: the architecture's image size (resize = crop) and the tag's ``mean``, ``std``. semshift
+    resizes bilinearly; timm and open_clip weights are mostly trained with bicubic resizing, and
+    open_clip's ``squash`` resize mode is approximated by resize + center crop.
+    """
+    if weights is None or Path(str(weights)).is_file():
+        return None
+    lib = named_weights_library(model, str(weights))
+    if lib in ("timm", "open_clip"):
+        ref = resolve_pretrained(model, str(weights))
+        return {"preset": ref.preset, "mean": ref.mean, "std": ref.std}
+    if lib != "torchvision":
         return None
     t = torchvision_weights(model, str(weights)).transforms()
     resize = (
@@ -889,6 +928,353 @@ def _load_torchvision_weights(
     return adapter
 
 
+# --------------------------------------------------------------------------- pretrained tags
+#: Suffixes that make a weights spec a file path even when no such file exists.
+_FILE_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".pkl", ".npz", ".tar")
+#: ``a1_in1k``, ``resnet50.a1_in1k``, ``timm/resnet50.a1_in1k`` or ``pretrained``.
+_TIMM_TAG = re.compile(r"^(?:timm/)?[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)?$")
+#: ``laion2b_s34b_b79k``, ``openai``.
+_OPEN_CLIP_TAG = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+def named_weights_library(model: str, spec: str | Path | None) -> str | None:
+    """Which library names the weights ``spec`` of ``model``: ``"timm"``, ``"open_clip"`` or
+    ``"torchvision"``; None when ``spec`` is a file path.
+
+    The dispatch is per namespace and by spelling only (whether a file of that name exists is the
+    caller's first question: an existing local file always wins): ``timm/`` models take timm
+    pretrained tags, ``open_clip/`` models open_clip tags, every other model torchvision enum
+    names. A spec ending in a weights-file suffix (``.safetensors``, ``.pt``, ...) is a path.
+
+    Examples
+    --------
+    >>> named_weights_library("timm/resnet50", "a1_in1k")
+    'timm'
+    >>> named_weights_library("open_clip/ViT-B-32", "laion2b_s34b_b79k")
+    'open_clip'
+    >>> named_weights_library("resnet50", "IMAGENET1K_V2")
+    'torchvision'
+    >>> named_weights_library("timm/resnet50", "weights/resnet50.safetensors") is None
+    True
+    """
+    if spec is None or not isinstance(spec, str) or spec.lower().endswith(_FILE_SUFFIXES):
+        return None
+    if model.startswith("timm/"):
+        return "timm" if _TIMM_TAG.match(spec) else None
+    if model.startswith("open_clip/"):
+        return "open_clip" if _OPEN_CLIP_TAG.match(spec) else None
+    return "torchvision" if _WEIGHTS_NAME.match(spec) else None
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment now (``HF_HUB_CACHE``, else
+    ``$HF_HOME/hub``, else huggingface_hub's default ``~/.cache/huggingface/hub``)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.path.expandvars(os.environ[var])).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.path.expandvars(os.environ["HF_HOME"])).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE).expanduser()
+
+
+@dataclass(frozen=True)
+class PretrainedWeights:
+    """A timm or open_clip pretrained tag, resolved with the library's own configs (no loading).
+
+    Attributes
+    ----------
+    library : str
+        ``"timm"`` or ``"open_clip"``.
+    model : str
+        The semshift model name (``timm/resnet50``).
+    tag : str
+        timm: the full pretrained name (``resnet50.a1_in1k``); open_clip: the tag.
+    repo_id, revision : str or None
+        The Hugging Face repository the library fetches the file from (and its revision).
+    filenames : tuple of str
+        Files of that repository the library loads, in its order of preference.
+    url : str or None
+        Where the library downloads from when there is no ``repo_id``.
+    mean, std : tuple of float
+        Input normalisation of the pretrained config.
+    resize, crop : int
+        Resize of the shorter side and center crop (timm: ``floor(crop / crop_pct)``).
+    num_classes : int or None
+        timm: the head size of the pretrained weights.
+    options : dict
+        Constructor arguments the weights need (open_clip: ``force_quick_gelu``).
+    """
+
+    library: str
+    model: str
+    tag: str
+    repo_id: str | None
+    revision: str | None
+    filenames: tuple[str, ...]
+    url: str | None
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    resize: int
+    crop: int
+    num_classes: int | None = None
+    options: Mapping[str, Any] | None = None
+
+    @property
+    def preset(self) -> str:
+        return f"resize{self.resize}-crop{self.crop}"
+
+    @property
+    def label(self) -> str:
+        """``timm/resnet50.a1_in1k`` or ``open_clip ViT-B-32 laion2b_s34b_b79k``."""
+        if self.library == "timm":
+            return f"timm/{self.tag}"
+        return f"open_clip {self.model.removeprefix('open_clip/')} {self.tag}"
+
+    def _url_cache_file(self) -> Path | None:
+        if not self.url:
+            return None
+        from urllib.parse import urlparse
+
+        name = os.path.basename(urlparse(self.url).path)
+        if self.library == "timm":  # timm's download_cached_file: torch's hub cache
+            return Path(torch.hub.get_dir()) / "checkpoints" / name
+        return Path("~/.cache/clip").expanduser() / name  # open_clip's default cache_dir
+
+    def cached_file(self) -> Path | None:
+        """The weights file in the library's cache (the HF cache for hub repositories), else
+        None. Never downloads."""
+        if self.repo_id is None:
+            path = self._url_cache_file()
+            return path if path is not None and path.is_file() else None
+        from huggingface_hub import try_to_load_from_cache
+
+        for filename in self.filenames:
+            found = try_to_load_from_cache(
+                self.repo_id, filename, cache_dir=str(hf_cache_dir()), revision=self.revision
+            )
+            if isinstance(found, str) and Path(found).is_file():
+                return Path(found)
+        return None
+
+    def missing_message(self) -> str:
+        """One line: where the file must go, and how to get it on a connected machine."""
+        if self.repo_id is None:
+            path = self._url_cache_file()
+            return (
+                f"{self.label} weights are not cached and semshift never downloads: place "
+                f"{path.name if path else '?'} (from {self.url}) at {path}"
+            )
+        repo = hf_cache_dir() / ("models--" + self.repo_id.replace("/", "--"))
+        first = self.filenames[0]
+        alt = f" (or {', '.join(self.filenames[1:])})" if len(self.filenames) > 1 else ""
+        rev = self.revision or "main"
+        return (
+            f"{self.label} weights are not in the Hugging Face cache and semshift never "
+            f"downloads: place {first}{alt} of {self.repo_id} at "
+            f"{repo}/snapshots/<commit>/{first} with <commit> written in {repo}/refs/{rev} "
+            f"(the layout `huggingface-cli download {self.repo_id} {first}` leaves on a "
+            "connected machine; the cache follows HF_HUB_CACHE / HF_HOME)"
+        )
+
+
+def _hf_files(filename: str | None, default: str, safe: str) -> tuple[str, ...]:
+    """Files the libraries try, safetensors first (timm's / open_clip's _get_safe_alternatives)."""
+    name = filename or default
+    if name == default:
+        return (safe, name)
+    if name.endswith((".bin", ".pth")):
+        return (name[:-4] + ".safetensors", name)
+    return (name,)
+
+
+def _resolve_timm(arch: str, spec: str) -> PretrainedWeights:
+    import math
+
+    import timm
+    from timm.models import get_pretrained_cfg
+
+    _check_timm_arch(arch)
+    s = spec.removeprefix("timm/")
+    if s == "pretrained":
+        default = get_pretrained_cfg(arch)
+        if default is None or not default.tag:
+            raise UnknownNameError(f"timm model {arch!r} has no pretrained weights in timm")
+        full = f"{arch}.{default.tag}"
+    else:
+        full = s if "." in s else f"{arch}.{s}"
+    known = timm.list_pretrained(arch + ".*")
+    if full not in known:
+        pool = known or timm.list_pretrained(arch + "*")
+        close = difflib.get_close_matches(full, pool, n=5, cutoff=0.5)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        more = f", ... ({len(known)} in all)" if len(known) > 12 else ""
+        listing = f"; known: {', '.join(known[:12])}{more}" if known else ""
+        arch_of = full.split(".")[0]
+        what = f"weights {spec!r} are for {arch_of}, not {arch}" if arch_of != arch else (
+            f"timm has no pretrained tag {spec!r} for {arch}"
+        )  # fmt: skip
+        raise UnknownNameError(
+            f"{what}{hint}{listing} (or 'pretrained' for timm's default tag, or a local file)"
+        )
+    cfg = get_pretrained_cfg(full)
+    assert cfg is not None
+    if cfg.custom_load:
+        raise InputError(
+            f"timm/{full}: these weights need timm's custom loader, not a state dict; on a "
+            f"connected machine save timm.create_model({full!r}, pretrained=True).state_dict() "
+            "with safetensors.torch.save_file and give that file"
+        )
+    repo_id, revision = None, None
+    if cfg.hf_hub_id:
+        repo_id, _, rev = cfg.hf_hub_id.partition("@")
+        revision = rev or None
+    url = cfg.url[0] if isinstance(cfg.url, tuple) else cfg.url  # (url, file name) in timm
+    crop = int(cfg.input_size[-1])
+    crop_pct = float(cfg.crop_pct or 0.875)
+    return PretrainedWeights(
+        library="timm", model=f"timm/{arch}", tag=full, repo_id=repo_id, revision=revision,
+        filenames=_hf_files(cfg.hf_hub_filename, "pytorch_model.bin", "model.safetensors"),
+        url=url or None, mean=tuple(cfg.mean), std=tuple(cfg.std),
+        resize=math.floor(crop / crop_pct), crop=crop,
+        num_classes=int(cfg.num_classes) if cfg.num_classes is not None else None,
+    )  # fmt: skip
+
+
+def _resolve_open_clip(arch: str, spec: str) -> PretrainedWeights:
+    import open_clip
+
+    _check_open_clip_arch(arch)
+    cfg = open_clip.get_pretrained_cfg(arch, spec)
+    if not cfg:
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+        if not tags:
+            raise UnknownNameError(
+                f"open_clip architecture {arch!r} has no pretrained tags; give a local weights file"
+            )
+        close = difflib.get_close_matches(spec, tags, n=5, cutoff=0.5)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise UnknownNameError(
+            f"open_clip has no pretrained tag {spec!r} for {arch}{hint}; known: {', '.join(tags)}"
+        )
+    hub = cfg.get("hf_hub") or ""
+    repo_id, filename = os.path.split(hub) if hub else (None, None)
+    model_cfg = open_clip.get_model_config(arch) or {}
+    size = model_cfg.get("vision_cfg", {}).get("image_size", 224)
+    size = int(size[0] if isinstance(size, list | tuple) else size)
+    return PretrainedWeights(
+        library="open_clip", model=f"open_clip/{arch}", tag=spec, repo_id=repo_id or None,
+        revision=None,
+        filenames=_hf_files(filename or None, "open_clip_pytorch_model.bin",
+                            "open_clip_model.safetensors"),
+        url=cfg.get("url") or None,
+        mean=tuple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073))),
+        std=tuple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711))),
+        resize=size, crop=size,
+        options={"force_quick_gelu": True} if cfg.get("quick_gelu") else {},
+    )  # fmt: skip
+
+
+def resolve_pretrained(model: str, spec: str) -> PretrainedWeights:
+    """Resolve a timm or open_clip pretrained tag of ``model`` with the library's own API
+    (``timm.models.get_pretrained_cfg``, ``open_clip.get_pretrained_cfg``); nothing is loaded.
+
+    Parameters
+    ----------
+    model : str
+        ``timm/<arch>`` or ``open_clip/<arch>``.
+    spec : str
+        timm: ``resnet50.a1_in1k``, ``timm/resnet50.a1_in1k``, the tag alone (``a1_in1k``) or
+        ``pretrained`` (timm's default tag); open_clip: the tag (``laion2b_s34b_b79k``).
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown architecture or tag (the message lists close matches and the known tags).
+    InputError
+        A timm tag whose weights need timm's custom (non state dict) loader.
+
+    Examples
+    --------
+    >>> w = resolve_pretrained("timm/resnet50", "a1_in1k")
+    >>> w.repo_id, w.filenames, w.preset
+    ('timm/resnet50.a1_in1k', ('model.safetensors', 'pytorch_model.bin'), 'resize235-crop224')
+    """
+    if model.startswith("timm/"):
+        return _resolve_timm(model[5:], spec)
+    if model.startswith("open_clip/"):
+        return _resolve_open_clip(model[10:], spec)
+    raise UnknownNameError(
+        f"weights {spec!r}: pretrained tags are timm's and open_clip's, and {model!r} is "
+        "neither timm/<name> nor open_clip/<name>"
+    )
+
+
+def check_weights_name(model: str, spec: str) -> None:
+    """Resolve named weights of ``model`` without loading anything (config validation).
+
+    Raises
+    ------
+    UnknownNameError, InputError
+        As :func:`torchvision_weights` or :func:`resolve_pretrained`.
+    """
+    lib = named_weights_library(model, spec)
+    if lib == "torchvision":
+        torchvision_weights(model, spec)
+    elif lib is not None:
+        resolve_pretrained(model, spec)
+
+
+def _cached_or_fail(ref: PretrainedWeights) -> Path:
+    path = ref.cached_file()
+    if path is None:
+        raise InputError(ref.missing_message())
+    return path
+
+
+def _load_timm_pretrained(name: str, spec: str, kwargs: dict[str, Any]) -> ModelAdapter:
+    """Build ``timm/<arch>`` under its pretrained tag and load the cached file, safely."""
+    import timm
+
+    ref = resolve_pretrained(name, spec)
+    path = _cached_or_fail(ref)
+    kw = dict(kwargs)
+    if ref.num_classes:
+        kw["num_classes"] = ref.num_classes
+    # created by its tagged name, the model carries the tag's pretrained_cfg (mean, std, size)
+    net = timm.create_model(ref.tag, pretrained=False, **kw)
+    load_weights(net, path)
+    adapter = TimmAdapter(name, net)
+    adapter.mean, adapter.std = _rgb(ref.mean), _rgb(ref.std)
+    adapter.input_size = ref.crop
+    adapter.weights_desc = f"{ref.label} ({path})"
+    adapter.module.eval()
+    return adapter
+
+
+def _load_open_clip_pretrained(
+    name: str, spec: str, classnames: Sequence[str] | None, kwargs: dict[str, Any]
+) -> ModelAdapter:
+    """Build ``open_clip/<arch>`` as its tag needs and load the cached file, safely."""
+    ref = resolve_pretrained(name, spec)
+    path = _cached_or_fail(ref)
+    kw = {**(ref.options or {}), **kwargs}
+    adapter = _build_open_clip(name[10:], **kw)
+    load_weights(adapter.module, path)
+    adapter.mean, adapter.std = _rgb(ref.mean), _rgb(ref.std)
+    adapter.weights_desc = f"{ref.label} ({path})"
+    adapter.module.eval()
+    if classnames is not None:
+        adapter.set_classes(classnames)
+    return adapter
+
+
+def _rgb(values: Sequence[float]) -> tuple[float, float, float]:
+    v = tuple(float(x) for x in values)
+    return (v[0], v[0], v[0]) if len(v) == 1 else (v[0], v[1], v[2])
+
+
 def load_model(
     name: str,
     *,
@@ -906,11 +1292,20 @@ def load_model(
     name : str
         A name from :func:`list_models`, ``timm/<name>`` or ``open_clip/<name>``.
     weights : str or Path, optional
-        Local safetensors file or PyTorch state dict; or, for a torchvision model, the name of
-        its pretrained weights (``DEFAULT``, ``IMAGENET1K_V2``, ``ResNet50_Weights.IMAGENET1K_V2``)
-        read from torch's cache (``$TORCH_HOME/hub/checkpoints``; never downloaded), with the
-        normalisation they were trained with (:func:`weights_preprocessing` gives the resize and
-        crop).
+        Local safetensors file or PyTorch state dict (an existing file always wins); or the
+        library's own name of pretrained weights, read from that library's cache and never
+        downloaded, with the normalisation they were trained with (:func:`weights_preprocessing`
+        gives the resize and crop):
+
+        - torchvision models: the enum name (``DEFAULT``, ``IMAGENET1K_V2``,
+          ``ResNet50_Weights.IMAGENET1K_V2``), from ``$TORCH_HOME/hub/checkpoints``;
+        - ``timm/<arch>``: the pretrained tag (``resnet50.a1_in1k``, ``timm/resnet50.a1_in1k``,
+          ``a1_in1k``, or ``pretrained`` for timm's default tag), from the Hugging Face cache
+          (:func:`hf_cache_dir`); the head takes the tag's ``num_classes``;
+        - ``open_clip/<arch>``: the pretrained tag (``laion2b_s34b_b79k``), from the Hugging
+          Face cache; the zero-shot head is still built from ``classnames``.
+
+        :func:`resolve_pretrained` tells where the file is looked for.
     random_init : bool
         Kaiming-normal initialisation seeded by ``seed`` (random-model sanity check).
     num_classes : int
@@ -925,15 +1320,23 @@ def load_model(
     UnknownNameError
         ``name`` is not registered (the message lists close matches).
     InputError
-        Neither or both of ``weights`` and ``random_init``; unusable weights.
+        Neither or both of ``weights`` and ``random_init``; unusable weights; named weights
+        not in the cache (the message names the path where the file must go).
     """
     if (weights is None) == (not random_init):
         raise InputError(
             f"model {name!r}: give exactly one of a local weights file or random_init=True "
             "(semshift never downloads weights)"
         )
-    if is_weights_name(str(weights)) and not Path(str(weights)).is_file():
+    library = None if weights is None or Path(str(weights)).is_file() else (
+        named_weights_library(name, str(weights))
+    )  # fmt: skip
+    if library == "torchvision":
         return _load_torchvision_weights(name, str(weights), num_classes, kwargs)
+    if library == "timm":
+        return _load_timm_pretrained(name, str(weights), kwargs)
+    if library == "open_clip":
+        return _load_open_clip_pretrained(name, str(weights), classnames, kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if name.startswith("timm/"):

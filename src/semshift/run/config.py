@@ -404,7 +404,7 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
         sp.manifest = _abs(base, sp.manifest)
     if cfg.model is not None:
         w = cfg.model.weights
-        if w is not None and not (_is_weights_name(w) and not (base / w).is_file()):
+        if w is not None and not (_is_weights_name(w, cfg.model.name) and not (base / w).is_file()):
             cfg.model.weights = str(_abs(base, Path(w)))
     for src in cfg.sources().values():
         src.store = _abs(base, src.store)
@@ -502,12 +502,12 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
              "give the class list (classes: a list name or a file)")  # fmt: skip
     if cfg.model is not None and cfg.model.weights is not None:
         w = cfg.model.weights
-        if _is_weights_name(w) and not Path(w).is_file():
+        if _is_weights_name(w, cfg.model.name) and not Path(w).is_file():
             from semshift.errors import SemshiftError
-            from semshift.features.models import torchvision_weights
+            from semshift.features.models import check_weights_name
 
-            try:
-                torchvision_weights(cfg.model.name, w)
+            try:  # resolved by the library's own configs, nothing loaded
+                check_weights_name(cfg.model.name, w)
             except SemshiftError as err:
                 fail("model.weights", str(err))
         else:
@@ -625,10 +625,12 @@ def _openood_metrics(cfg: RunConfig) -> None:
                 setattr(pc, key, swap(list(value)))
 
 
-def _is_weights_name(spec: str) -> bool:
-    import re
+def _is_weights_name(spec: str, model: str) -> bool:
+    """Whether ``spec`` is spelled as named weights of ``model`` (a torchvision enum name, a timm
+    or open_clip pretrained tag for those namespaces) rather than a file path."""
+    from semshift.features.models import named_weights_library
 
-    return bool(re.match(r"^(?:[A-Za-z0-9]+_Weights\.)?[A-Z][A-Z0-9_]*$", spec))
+    return named_weights_library(model, spec) is not None
 
 
 def load_config(

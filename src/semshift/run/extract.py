@@ -134,8 +134,8 @@ class _Extractor:
             raise InputError(f"{self.cfg.source}: model.kwargs: {err}") from None
 
     def preset(self) -> str:
-        """The configured preprocessing, else what named weights were trained with, else
-        ``imagenet``."""
+        """The configured preprocessing, else what named weights were trained with (torchvision
+        transforms, the timm / open_clip pretrained config), else ``imagenet``."""
         m = self.cfg.model
         assert m is not None
         if m.preset is not None:
@@ -146,22 +146,31 @@ class _Extractor:
         return str(pre["preset"]) if pre is not None else "imagenet"
 
     def weights_id(self) -> str | None:
-        """Content checksum of the weights: the local file, or named weights' cached file."""
+        """Content checksum of the weights: the local file, or named weights' cached file
+        (torch's cache for torchvision names, the Hugging Face cache for timm / open_clip tags);
+        the name itself while nothing is cached (loading then fails naming the path)."""
         m = self.cfg.model
         assert m is not None
         if m.weights is None:
             return None
         from semshift.features.models import (
-            is_weights_name,
+            named_weights_library,
+            resolve_pretrained,
             torchvision_weights,
             weights_cache_file,
         )
 
         path = Path(m.weights)
-        if is_weights_name(m.weights) and not path.is_file():
-            cached = weights_cache_file(torchvision_weights(m.name, m.weights))
-            return self.ctx.cache.file_checksum(cached) if cached.is_file() else m.weights
-        return self.ctx.cache.file_checksum(path)
+        library = None if path.is_file() else named_weights_library(m.name, m.weights)
+        if library is None:
+            return self.ctx.cache.file_checksum(path)
+        if library == "torchvision":
+            cached: Path | None = weights_cache_file(torchvision_weights(m.name, m.weights))
+        else:
+            cached = resolve_pretrained(m.name, m.weights).cached_file()
+        if cached is None or not cached.is_file():
+            return m.weights
+        return self.ctx.cache.file_checksum(cached)
 
     def models_per_pass(self) -> int:
         """How many models one extraction pass holds: their parameters within the budget."""
