@@ -35,6 +35,10 @@ splits_app = typer.Typer(help="Build and inspect class splits.", no_args_is_help
 taxonomy_app = typer.Typer(help="Query WordNet or a custom hierarchy.", no_args_is_help=True)
 app.add_typer(splits_app, name="splits")
 app.add_typer(taxonomy_app, name="taxonomy")
+benchmark_app = typer.Typer(
+    help="The seed papers' benchmarks: list, check the files, run.", no_args_is_help=True
+)
+app.add_typer(benchmark_app, name="benchmark")
 
 console = Console(soft_wrap=True)  # paths and messages are never broken across lines
 
@@ -631,8 +635,11 @@ def extract_features(
     weights: Annotated[
         str | None,
         typer.Option(
-            help="Local weights (.safetensors or a torch state dict), or a torchvision model's "
-            "weights by name (DEFAULT, IMAGENET1K_V2) from torch's cache; never downloaded."
+            help="Local weights (.safetensors or a torch state dict), or weights by their "
+            "library's name: a torchvision model's (DEFAULT, IMAGENET1K_V2) from torch's cache, "
+            "a timm/<name> model's pretrained tag (resnet50.a1_in1k, a1_in1k, pretrained) or an "
+            "open_clip/<name> model's (laion2b_s34b_b79k) from the Hugging Face cache; never "
+            "downloaded."
         ),
     ] = None,
     random_init: Annotated[
@@ -1022,6 +1029,164 @@ def _print_run(result: RunResult) -> None:
         path = getattr(report, kind, None)
         if path is not None:
             console.print(f"report: {path}")
+
+
+# --------------------------------------------------------------------------- benchmark
+RootOption = Annotated[
+    list[str] | None,
+    typer.Option("--root", help="KEY=PATH: a dataset root the benchmark reads (repeatable)."),
+]
+TrainPerClassOption = Annotated[
+    int | None,
+    typer.Option(
+        "--train-per-class", help="ImageNet benchmarks: training images per class (default 50)."
+    ),
+]
+KeepMediumOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-medium",
+        help="SSB fine-grained: keep Medium as its own set (SSB merges it into Hard).",
+    ),
+]
+
+
+def _roots_option(items: list[str] | None) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in items or []:
+        key, sep, path = item.partition("=")
+        if not sep or not key or not path:
+            raise SemshiftError(f"--root: expected KEY=PATH, got {item!r}")
+        if key in out:
+            raise SemshiftError(f"--root: {key} given twice")
+        out[key] = Path(path)
+    return out
+
+
+def _benchmark_options(train_per_class: int | None, keep_medium: bool) -> dict[str, object]:
+    options: dict[str, object] = {}
+    if train_per_class is not None:
+        options["train_per_class"] = train_per_class
+    if keep_medium:
+        options["medium_as_hard"] = False
+    return options
+
+
+@benchmark_app.command("list")
+def benchmark_list() -> None:
+    """The benchmarks: sets and sizes, roots needed, list source and list hash."""
+    from semshift.catalog.benchmarks import get_benchmark, list_benchmarks
+
+    table = Table(title="benchmarks")
+    table.add_column("name", no_wrap=True)
+    table.add_column("sets (images / classes)")
+    table.add_column("roots")
+    table.add_column("lists", overflow="fold")
+    table.add_column("list hash", no_wrap=True)
+    for name in list_benchmarks():
+        b = get_benchmark(name)
+        sets = b.sets()
+        shown = []
+        for s in sets[:6]:
+            size = "/".join("?" if v is None else f"{v:,}" for v in (s.images, s.classes))
+            shown.append(f"{s.name} {size}" + (" (optional)" if s.optional else ""))
+        if len(sets) > 6:
+            shown.append(f"... {len(sets) - 6} more")
+        roots = ", ".join(b.roots) + (
+            f" (optional {', '.join(b.optional_roots)})" if b.optional_roots else ""
+        )
+        info = b.info
+        table.add_row(
+            name, "\n".join(shown), roots, f"{info.repository}@{info.commit}", b.list_hash
+        )
+    console.print(table)
+
+
+@benchmark_app.command("check")
+def benchmark_check(
+    name: Annotated[str, typer.Argument(help="Benchmark name (semshift benchmark list).")],
+    root: RootOption = None,
+    train_per_class: TrainPerClassOption = None,
+    keep_medium: KeepMediumOption = False,
+) -> None:
+    """Verify that every image the benchmark lists is on disk; print the count per set."""
+    from semshift.catalog.benchmarks import check_benchmark
+
+    result = check_benchmark(
+        name, _roots_option(root), **_benchmark_options(train_per_class, keep_medium)
+    )
+    table = Table(title=f"{result.name} (lists {result.list_hash})")
+    table.add_column("set")
+    table.add_column("images", justify="right")
+    table.add_column("listed", justify="right")
+    for set_name, n in result.counts.items():
+        want = result.expected.get(set_name)
+        table.add_row(set_name, f"{n:,}", "-" if want is None else f"{want:,}")
+    console.print(table)
+    console.print(f"{result.total:,} images present, checked in {result.seconds:.1f} s")
+
+
+@benchmark_app.command("run")
+def benchmark_run(
+    name: Annotated[str, typer.Argument(help="Benchmark name (semshift benchmark list).")],
+    model: Annotated[str, typer.Option("--model", help="Model name (semshift.features).")],
+    weights: Annotated[
+        str, typer.Option("--weights", help="Weights file or torchvision name (IMAGENET1K_V2).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Output folder (config.json goes here).")],
+    root: RootOption = None,
+    detector: Annotated[
+        list[str] | None,
+        typer.Option("--detector", "-d", help="NAME or NAME:KEY=VALUE,... (default msp, mls)."),
+    ] = None,
+    conventions: ConventionsOption = None,
+    num_classes: Annotated[
+        int | None, typer.Option("--num-classes", help="Head size (default: the benchmark's).")
+    ] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="Preprocessing preset (default: the model's).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Extraction batch size.")] = 64,
+    bootstrap: Annotated[
+        int | None, typer.Option("--bootstrap", help="Bootstrap resamples (0: no CIs).")
+    ] = None,
+    train_per_class: TrainPerClassOption = None,
+    keep_medium: KeepMediumOption = False,
+    force: ForceOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Run a benchmark; writes OUT/config.json (re-run it with semshift run) and benchmark.json."""
+    import json
+
+    from semshift.catalog.benchmarks import DEFAULT_DETECTORS, benchmark_config, benchmark_record
+    from semshift.run import load_config, run
+
+    m: dict[str, object] = {"name": model, "weights": weights, "batch_size": batch_size}
+    if num_classes is not None:
+        m["num_classes"] = num_classes
+    if preset is not None:
+        m["preset"] = preset
+    if weights and not Path(weights).is_absolute() and Path(weights).is_file():
+        m["weights"] = str(Path(weights).resolve())  # config.json lives in OUT, not here
+    cfg = benchmark_config(
+        name,
+        roots=_roots_option(root),
+        model=m,
+        out=out,
+        detectors=[_detector_spec(d) for d in detector] if detector else DEFAULT_DETECTORS,
+        conventions=conventions or "exact",
+        **_benchmark_options(train_per_class, keep_medium),
+    )
+    if bootstrap is not None:
+        cfg["bootstrap"] = {"n_resamples": bootstrap}
+    where = f"semshift benchmark run {name}"
+    loaded = load_config(cfg, source=where)  # validated before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    record = benchmark_record(name, cfg["conventions"])
+    (out / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
+    result = run(loaded, progress=not quiet, force=force)
+    _print_run(result)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,13 +2,26 @@
 
 SSB class splits (ImageNet winter21 and fall11, CUB, Stanford Cars, FGVC-Aircraft) as split
 manifests, SSB's ImageNet-21K-P validation files, the ImageNet-OOD images and the IS-OOD image
-lists; sources, commits and licenses in ``semshift/catalog/data/README.md``.
+lists; sources, commits and licenses in ``semshift/catalog/data/README.md``. The benchmarks
+built from them (:mod:`semshift.catalog.benchmarks`) are registered when this package is
+imported, with the layouts they read.
 
 >>> from semshift.catalog import imagenet_ood_images, list_hash
 >>> imagenet_ood_images()[0].split("/")[0], list_hash("imagenet-ood")
 ('n02925009', '17328484cb864cac')
 """
 
+from semshift.catalog.benchmarks import (
+    BENCHMARKS,
+    Benchmark,
+    BenchmarkSet,
+    CheckResult,
+    benchmark_config,
+    benchmark_record,
+    check_benchmark,
+    get_benchmark,
+    list_benchmarks,
+)
 from semshift.catalog.lists import (
     PREFIX,
     PUBLISHED,
@@ -26,12 +39,21 @@ from semshift.catalog.lists import (
 )
 
 __all__ = [
+    "BENCHMARKS",
     "PREFIX",
     "PUBLISHED",
+    "Benchmark",
+    "BenchmarkSet",
+    "CheckResult",
     "PublishedList",
+    "benchmark_config",
+    "benchmark_record",
+    "check_benchmark",
+    "get_benchmark",
     "imagenet_ood_images",
     "isood_cells",
     "isood_imagenet1k",
+    "list_benchmarks",
     "list_hash",
     "list_published",
     "published_info",

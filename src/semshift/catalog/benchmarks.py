@@ -1,0 +1,812 @@
+"""The seed papers' benchmarks as recipes: which sets, read from which releases, by which lists.
+
+One registry, :data:`BENCHMARKS`, declares each benchmark: its sets (name, role, size from the
+shipped lists where they give one), the dataset roots it needs, the published list it is built
+from (:func:`~semshift.catalog.lists.published_info`) and that list's
+:func:`~semshift.catalog.lists.list_hash`. :func:`benchmark_config` turns a benchmark and the
+user's roots into a ``semshift run`` configuration (a dict: this layer does not import the
+runner); :func:`check_benchmark` verifies that every file the benchmark lists is on disk.
+
+The configs name a layout and a list *name*, never the images: the selections the release
+readers of :mod:`semshift.catalog.layouts` cannot express by parameters are registered here as
+layouts (``ssb_split``, ``imagenet21k_list``, ``imagenet1k_subset``, ``imagenet1k_list``), so a
+config written today re-runs with ``semshift run``.
+
+>>> from semshift.catalog.benchmarks import get_benchmark, list_benchmarks
+>>> list_benchmarks()[:3]
+['imagenet-ood', 'isood-imagenet', 'ssb-aircraft']
+>>> b = get_benchmark("ssb-imagenet")
+>>> [(s.name, s.images) for s in b.sets() if s.role == "ood"]
+[('easy', 50000), ('hard', 49000)]
+>>> b.roots, b.list_hash
+(('imagenet1k', 'imagenet21k'), '59aa5a7f0d817f1a')
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from semshift.catalog.layouts import (
+    cub200,
+    fgvc_aircraft,
+    imagenet1k,
+    imagenet21k,
+    open_layout,
+    register_layout,
+    stanford_cars,
+)
+from semshift.catalog.lists import (
+    PublishedList,
+    imagenet_ood_images,
+    isood_cells,
+    isood_imagenet1k,
+    list_hash,
+    published_info,
+    published_split,
+    ssb_imagenet21k_val_files,
+)
+from semshift.errors import InputError, UnknownNameError
+from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
+from semshift.taxonomy.classlists import ClassList, load_classlist
+
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "BenchmarkSet",
+    "CheckResult",
+    "benchmark_config",
+    "benchmark_record",
+    "check_benchmark",
+    "get_benchmark",
+    "list_benchmarks",
+]
+
+Role = Literal["id_train", "id_test", "ood", "covariate"]
+
+#: detectors a benchmark run uses unless told otherwise (cheap, no fitting beyond the head)
+DEFAULT_DETECTORS = ("msp", "mls")
+
+#: shown in error messages: how many missing paths are named
+_SHOW = 3
+
+
+@dataclass(frozen=True)
+class BenchmarkSet:
+    """One set of a benchmark: where its images come from and what it is.
+
+    ``root`` is the key of the dataset root it is read from (``imagenet1k``, ``cub``, ...);
+    ``layout`` and ``params`` are the reader of :mod:`semshift.catalog.layouts` that reads it.
+    ``images`` and ``classes`` are the sizes the shipped lists fix (None: not fixed by a list,
+    e.g. the CUB test images of a class). ``optional`` sets are read only when their root is
+    given (the covariate sets of ImageNet-OOD).
+    """
+
+    name: str
+    role: Role
+    root: str
+    layout: str
+    params: Mapping[str, Any]
+    images: int | None = None
+    classes: int | None = None
+    split: str | None = None
+    semantic_level: int | None = None
+    covariate_level: int | None = None
+    optional: bool = False
+
+    def source_config(self, root: Path) -> dict[str, Any]:
+        """This set's entry in a run config's ``data`` section."""
+        out: dict[str, Any] = {
+            "layout": {"name": self.layout, "root": str(root), "params": dict(self.params)}
+        }
+        if self.role in ("ood", "covariate"):
+            out["role"] = self.role
+            for key in ("split", "semantic_level", "covariate_level"):
+                value = getattr(self, key)
+                if value is not None:
+                    out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A published benchmark: its sets, the roots they need, its lists and its protocols.
+
+    ``build(**options)`` returns the sets; ``options`` are its keyword options with their
+    defaults (``medium_as_hard``, ``train_per_class``). ``num_classes`` is the size of the
+    classifier's head the benchmark evaluates.
+    """
+
+    name: str
+    description: str
+    published: str
+    num_classes: int
+    protocols: Mapping[str, Mapping[str, Any]]
+    options: Mapping[str, Any]
+    build: Callable[..., tuple[BenchmarkSet, ...]]
+    needs: str = ""  # what the user must have on disk, in words
+    cite: str = ""
+
+    def sets(self, **options: Any) -> tuple[BenchmarkSet, ...]:
+        """The benchmark's sets for these options (unknown options raise ``InputError``)."""
+        return self.build(**self._options(options))
+
+    def _options(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            ok = ", ".join(self.options) or "none"
+            raise InputError(
+                f"benchmark {self.name!r} takes no option {', '.join(unknown)}; options: {ok}"
+            )
+        return {**self.options, **given}
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The root keys the benchmark cannot run without, in first-use order."""
+        sets = self.sets()
+        return tuple(dict.fromkeys(s.root for s in sets if not s.optional))
+
+    @property
+    def optional_roots(self) -> tuple[str, ...]:
+        """Root keys of the optional sets (read when given)."""
+        sets = self.sets()
+        need = set(self.roots)
+        return tuple(dict.fromkeys(s.root for s in sets if s.optional and s.root not in need))
+
+    @property
+    def info(self) -> PublishedList:
+        """The published list the benchmark is built from."""
+        return published_info(self.published)
+
+    @property
+    def list_hash(self) -> str:
+        """:func:`~semshift.catalog.lists.list_hash` of its published list."""
+        return list_hash(self.published)
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts the benchmarks need (file selections the release readers do not express)
+# ---------------------------------------------------------------------------------------------
+
+_FINE = {"ssb-cub": cub200, "ssb-scars": stanford_cars, "ssb-aircraft": fgvc_aircraft}
+
+
+def _bin_classes(benchmark: str, bin: str, medium_as_hard: bool) -> list[str]:
+    """Class ids of one bin of a published SSB split; ``known`` is the known classes."""
+    man = published_split(benchmark)
+    if bin == "known":
+        return list(man.known)
+    bins = dict(man.bins)
+    if medium_as_hard and "medium" in bins:
+        bins["hard"] = [*bins.pop("medium"), *bins.get("hard", [])]
+    if bin not in bins:
+        raise InputError(
+            f"{benchmark}: no bin {bin!r}; bins: known, {', '.join(bins)}"
+            + (
+                " (medium is merged into hard: pass medium_as_hard=false)"
+                if bin == "medium"
+                else ""
+            )
+        )
+    return list(bins[bin])
+
+
+def _subset(
+    src: ImageSource,
+    keep: Sequence[int],
+    labels: Sequence[int],
+    classes: ClassList | None,
+    kind: str,
+) -> ImageSource:
+    return ImageSource(
+        src.root,
+        kind,
+        [src.paths[i] for i in keep],
+        [src.names[i] for i in keep],
+        np.asarray(labels, np.int64),
+        classes,
+        groups={k: [v[i] for i in keep] for k, v in src.groups.items()},
+        skipped=list(src.skipped),
+    )
+
+
+@register_layout("ssb_split")
+def ssb_split(
+    root: str | Path,
+    benchmark: str,
+    bin: str,
+    split: str = "test",
+    *,
+    medium_as_hard: bool = True,
+) -> ImageSource:
+    """The images of one bin of a published fine-grained SSB split, read from its release.
+
+    Parameters
+    ----------
+    root : str or Path
+        The release root: CUB-200-2011 (``ssb-cub``), Stanford Cars (``ssb-scars``) or
+        FGVC-Aircraft (``ssb-aircraft``), as their readers in :mod:`semshift.catalog.layouts`
+        accept it.
+    benchmark : {"ssb-cub", "ssb-scars", "ssb-aircraft"}
+    bin : {"known", "easy", "medium", "hard"}
+    split : str
+        The release's split (``train`` / ``test``); SSB takes its unknown classes from ``test``.
+    medium_as_hard : bool
+        Merge Medium into Hard, as SSB's evaluation does (default).
+
+    Returns
+    -------
+    ImageSource
+        ``known``: label = position of the class in the split's known list (the classifier's
+        output index; classes = the known classes). Other bins: label -1.
+    """
+    reader = _FINE.get(benchmark)
+    if reader is None:
+        raise InputError(f"ssb_split: benchmark={benchmark!r}: use {', '.join(_FINE)}")
+    wanted = _bin_classes(benchmark, bin, medium_as_hard)
+    src = reader(root, split)
+    position = {c: k for k, c in enumerate(wanted)}
+    keep = [i for i, lab in enumerate(src.labels.tolist()) if str(lab) in position]
+    if not keep:
+        raise InputError(f"ssb_split: {benchmark} {split} under {root} has no image of bin {bin}")
+    if bin != "known":
+        return _subset(src, keep, [-1] * len(keep), None, f"{src.kind}-ssb-{bin}")
+    labels = [position[str(int(src.labels[i]))] for i in keep]
+    full = src.classes
+    ids = tuple(full.ids[int(c)] if full is not None else c for c in wanted)
+    names = tuple(full.names[int(c)] for c in wanted) if full and full.names else None
+    cl = ClassList(
+        f"{benchmark}-known", ids, names, f"published:{benchmark}", tuple(range(1, len(ids) + 1))
+    )
+    return _subset(src, keep, labels, cl, f"{src.kind}-ssb-known")
+
+
+def _list_selection(listing: str) -> tuple[Literal["files", "wnids"], list[str]]:
+    """What a list name selects from ImageNet-21K: image files, or whole class folders."""
+    head, _, tail = listing.partition(":")
+    if listing == "imagenet-ood":
+        return "files", imagenet_ood_images()
+    if head == "ssb-imagenet" and tail in ("easy", "hard"):
+        files = ssb_imagenet21k_val_files()
+        wnids = published_split("ssb-imagenet").bins[tail]
+        return "files", [f"{w}/{f}" for w in wnids for f in files[w]]
+    if head == "ssb-imagenet-fall11" and tail in ("easy", "hard"):
+        return "wnids", list(published_split(head).bins[tail])
+    if head == "isood":
+        cells = isood_cells()
+        if tail in cells:
+            return "files", cells[tail]
+    raise InputError(
+        f"unknown ImageNet-21K list {listing!r}; use imagenet-ood, ssb-imagenet:easy|hard, "
+        "ssb-imagenet-fall11:easy|hard or isood:cov_<i>_sem_<j>"
+    )
+
+
+@register_layout("imagenet21k_list")
+def imagenet21k_list(
+    root: str | Path,
+    listing: str,
+    release: str = "winter21",
+    split: str = "val",
+    *,
+    missing: str = "error",
+) -> ImageSource:
+    """ImageNet-21K images selected by a shipped list named ``listing`` (every label -1).
+
+    ``imagenet-ood`` (31,802 files of the whole release), ``ssb-imagenet:easy`` /
+    ``ssb-imagenet:hard`` (SSB's 21K-P winter21 validation files of the bin's classes),
+    ``ssb-imagenet-fall11:easy`` / ``:hard`` (every image of the bin's class folders) and
+    ``isood:cov_<i>_sem_<j>`` (an IS-OOD cell). ``root``, ``release`` and ``split`` as in
+    :func:`~semshift.catalog.layouts.imagenet21k`. Missing files raise one ``InputError`` with
+    their number and the first few paths.
+    """
+    kind, items = _list_selection(listing)
+    if kind == "wnids":
+        return imagenet21k(root, release, split, wnids=items)
+    try:
+        src = imagenet21k(root, release, split, files=items, missing="skip")
+    except InputError as err:
+        if "no images found" not in str(err):
+            raise
+        lost = sorted(items)  # every listed image is missing: say so the same way
+    else:
+        if not src.skipped or missing != "error":
+            return src
+        lost = [n for n, _ in src.skipped]
+    raise InputError(
+        f"imagenet21k_list {listing}: {len(lost)} of {len(items)} listed images missing under "
+        f"{root}, first: {', '.join(lost[:_SHOW])}"
+    )
+
+
+_EXT_CASES = tuple({e for x in IMAGE_EXTENSIONS for e in (x, x.upper())})
+
+
+def _is_image(name: str) -> bool:
+    if name.endswith(_EXT_CASES):  # one C-level call for the usual spellings
+        return True
+    dot = name.rfind(".")
+    return dot > 0 and name[dot:].lower() in IMAGE_EXTENSIONS
+
+
+def _count_21k_list(
+    root: Path, listing: str, release: str = "winter21", split: str = "val", **_ignored: Any
+) -> int:
+    """How many images of a shipped 21K list are present: one ``os.scandir`` per folder.
+
+    What :func:`imagenet21k_list` verifies before it builds the image source, without building
+    it (``check_benchmark`` reads 99,000 to 523,000 listed files this way). Missing files raise
+    the same one-line ``InputError``; a class folder outside the release's 21K-P class list
+    too.
+    """
+    kind, items = _list_selection(listing)
+    if kind == "wnids":
+        return len(imagenet21k(root, release, split, wnids=items))
+    sub = f"imagenet21k_{split}"
+    p_tree = (root / sub).is_dir()
+    tree = root / sub if p_tree else root
+    by_folder: dict[str, list[str]] = {}
+    for item in items:
+        folder, _, name = item.removeprefix("./").removeprefix(f"{sub}/").rpartition("/")
+        by_folder.setdefault(folder, []).append(name)
+    if p_tree:
+        release_list = {"winter21": "imagenet21k-p-winter21", "fall11": "imagenet21k-p"}
+        if release not in release_list:
+            raise InputError(f"imagenet21k_list: release={release!r}: use winter21 or fall11")
+        known = set(load_classlist(release_list[release]).ids)
+        bad = next((w for w in by_folder if w not in known), None)
+        if bad is not None:
+            raise InputError(
+                f"imagenet21k_list {listing}: {bad} is not a class of ImageNet-21K-P {release}"
+            )
+    lost: list[str] = []
+    for folder, names in by_folder.items():
+        try:
+            with os.scandir(tree / folder) as entries:
+                have = {e.name for e in entries}
+        except OSError:
+            have = set()
+        lost.extend(f"{folder}/{n}" for n in names if n not in have)
+    if lost:
+        lost.sort()
+        raise InputError(
+            f"imagenet21k_list {listing}: {len(lost)} of {len(items)} listed images missing "
+            f"under {root}, first: {', '.join(lost[:_SHOW])}"
+        )
+    return len(items)
+
+
+@register_layout("imagenet1k_subset")
+def imagenet1k_subset(root: str | Path, per_class: int = 50) -> ImageSource:
+    """``per_class`` ImageNet-1K training images of every class, chosen deterministically.
+
+    In each ``train/<wnid>/`` folder (or the Kaggle ``ILSVRC/Data/CLS-LOC/train/``) the image
+    names are sorted and ``per_class`` of them taken at evenly spaced positions
+    (``numpy.linspace(0, n - 1, per_class)`` rounded down), so the same release gives the same
+    subset on every machine. One ``os.scandir`` per class folder, no ``stat`` per file.
+
+    Returns
+    -------
+    ImageSource
+        Labels = index in the shipped ``imagenet1k`` list; names ``train/<wnid>/<file>``.
+    """
+    if not isinstance(per_class, int) or per_class < 1:
+        raise InputError(f"imagenet1k_subset: per_class={per_class!r}: use a positive integer")
+    base = Path(root)
+    top = next(
+        (t for t in (base, base / "ILSVRC" / "Data" / "CLS-LOC") if (t / "train").is_dir()), None
+    )
+    if top is None:
+        raise InputError(
+            f"imagenet1k_subset: no train/ folder under {base} (nor ILSVRC/Data/CLS-LOC)"
+        )
+    cl = load_classlist("imagenet1k")
+    train = top / "train"
+    top_s = str(top.resolve())
+    paths: list[str] = []
+    names: list[str] = []
+    labels: list[int] = []
+    lost: list[str] = []
+    for k, wnid in enumerate(cl.ids):
+        try:
+            with os.scandir(train / wnid) as entries:
+                found = sorted(e.name for e in entries if _is_image(e.name))
+        except OSError:
+            lost.append(f"train/{wnid}/")
+            continue
+        if len(found) < per_class:
+            raise InputError(
+                f"imagenet1k_subset: {train / wnid} holds {len(found)} images, fewer than "
+                f"per_class={per_class}"
+            )
+        picks = np.linspace(0, len(found) - 1, per_class).astype(np.int64)
+        for j in picks.tolist():
+            rel = f"train/{wnid}/{found[j]}"
+            names.append(rel)
+            paths.append(os.path.join(top_s, "train", wnid, found[j]))
+            labels.append(k)
+    if lost:
+        raise InputError(
+            f"imagenet1k_subset: {len(lost)} of {len(cl.ids)} class folders missing under {top}, "
+            f"first: {', '.join(lost[:_SHOW])}"
+        )
+    groups = {"class_id": [n.split("/")[1] for n in names]}
+    return ImageSource(
+        top, "imagenet1k-train-subset", paths, names, np.asarray(labels, np.int64), cl, groups
+    )
+
+
+@register_layout("imagenet1k_list")
+def imagenet1k_list(root: str | Path, listing: str = "isood:test") -> ImageSource:
+    """The ImageNet-1K validation images of a shipped list (``isood:test`` or ``isood:val``).
+
+    The IS-OOD lists name flat files ``./val/ILSVRC2012_val_N.JPEG``; the val folder may be flat
+    or in class folders (read by :func:`~semshift.catalog.layouts.imagenet1k`), an image is
+    matched by its file name. Labels as that reader gives them.
+    """
+    head, _, kind = listing.partition(":")
+    if head != "isood" or kind not in ("test", "val"):
+        raise InputError(f"imagenet1k_list: listing={listing!r}: use isood:test or isood:val")
+    wanted = {p.rsplit("/", 1)[-1] for p in isood_imagenet1k(kind)}  # type: ignore[arg-type]
+    src = imagenet1k(root, "val")
+    keep = [i for i, n in enumerate(src.names) if n.rsplit("/", 1)[-1] in wanted]
+    if len(keep) < len(wanted):
+        have = {src.names[i].rsplit("/", 1)[-1] for i in keep}
+        lost = sorted(wanted - have)
+        raise InputError(
+            f"imagenet1k_list {listing}: {len(lost)} of {len(wanted)} listed images missing "
+            f"under {root}, first: {', '.join(lost[:_SHOW])}"
+        )
+    return _subset(src, keep, src.labels[keep].tolist(), src.classes, f"{src.kind}-{kind}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the benchmarks
+# ---------------------------------------------------------------------------------------------
+
+_FINE_ROOT = {"ssb-cub": "cub", "ssb-scars": "scars", "ssb-aircraft": "aircraft"}
+
+
+def _fine_sets(bench: str) -> Callable[..., tuple[BenchmarkSet, ...]]:
+    def build(*, medium_as_hard: bool) -> tuple[BenchmarkSet, ...]:
+        man = published_split(bench)
+        root = _FINE_ROOT[bench]
+        p = {"benchmark": bench}
+        known = len(man.known)
+        sets = [
+            BenchmarkSet("id_train", "id_train", root, "ssb_split",
+                         {**p, "bin": "known", "split": "train"}, classes=known),
+            BenchmarkSet("id_test", "id_test", root, "ssb_split",
+                         {**p, "bin": "known", "split": "test"}, classes=known),
+        ]  # fmt: skip
+        bins = ["easy", "hard"] if medium_as_hard else list(man.bins)
+        for level, b in enumerate(bins, 1):
+            n = len(_bin_classes(bench, b, medium_as_hard))
+            params = {**p, "bin": b, "split": "test", "medium_as_hard": medium_as_hard}
+            sets.append(
+                BenchmarkSet(b, "ood", root, "ssb_split", params, classes=n, split=b,
+                             semantic_level=level)
+            )  # fmt: skip
+        return tuple(sets)
+
+    return build
+
+
+def _in1k_id(train_per_class: int, test: BenchmarkSet | None = None) -> list[BenchmarkSet]:
+    train = BenchmarkSet(
+        "id_train", "id_train", "imagenet1k", "imagenet1k_subset",
+        {"per_class": train_per_class}, images=1000 * train_per_class, classes=1000,
+    )  # fmt: skip
+    val = BenchmarkSet(
+        "id_test", "id_test", "imagenet1k", "imagenet1k", {"split": "val"}, classes=1000
+    )
+    return [train, test or val]
+
+
+def _ssb_imagenet(bench: str, release: str) -> Callable[..., tuple[BenchmarkSet, ...]]:
+    def build(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
+        man = published_split(bench)
+        files = ssb_imagenet21k_val_files() if release == "winter21" else {}
+        sets = _in1k_id(train_per_class)
+        for level, b in enumerate(("easy", "hard"), 1):
+            wnids = man.bins[b]
+            n = sum(len(files[w]) for w in wnids) if files else None
+            sets.append(
+                BenchmarkSet(b, "ood", "imagenet21k", "imagenet21k_list",
+                             {"listing": f"{bench}:{b}", "release": release, "split": "val"},
+                             images=n, classes=len(wnids), split=b, semantic_level=level)
+            )  # fmt: skip
+        return tuple(sets)
+
+    return build
+
+
+def _imagenet_ood(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
+    images = imagenet_ood_images()
+    sets = _in1k_id(train_per_class)
+    sets.append(
+        BenchmarkSet("imagenet-ood", "ood", "imagenet21k", "imagenet21k_list",
+                     {"listing": "imagenet-ood"}, images=len(images),
+                     classes=len({p.split("/", 1)[0] for p in images}), split="imagenet-ood")
+    )  # fmt: skip
+    for name, root in (("imagenet-r", "imagenet_r"), ("imagenet-sketch", "imagenet_sketch"),
+                       ("imagenet-c", "imagenet_c")):  # fmt: skip
+        sets.append(BenchmarkSet(name, "covariate", root, root, {}, optional=True))
+    return tuple(sets)
+
+
+def _isood(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
+    test = BenchmarkSet(
+        "id_test", "id_test", "imagenet1k", "imagenet1k_list", {"listing": "isood:test"},
+        images=len(isood_imagenet1k("test")), classes=1000,
+    )  # fmt: skip
+    sets = _in1k_id(train_per_class, test)
+    for cell, files in isood_cells().items():
+        if not files:
+            continue  # IS-OOD leaves three cells empty: nothing to measure there
+        _, cov, _, sem = cell.split("_")
+        sets.append(
+            BenchmarkSet(cell, "ood", "imagenet21k", "imagenet21k_list",
+                         {"listing": f"isood:{cell}", "release": "winter21", "split": "val"},
+                         images=len(files), semantic_level=int(sem), covariate_level=int(cov))
+        )  # fmt: skip
+    return tuple(sets)
+
+
+_IN_NEEDS = (
+    "ImageNet-1K (ILSVRC2012) train/ and val/ (val as class folders, or flat with Kaggle's "
+    "LOC_val_solution.csv or the devkit)"
+)
+
+#: name -> benchmark; the one place the benchmarks are declared
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        *(
+            Benchmark(
+                bench,
+                f"SSB {title}: known classes train/test, unknown Easy / Hard from test",
+                bench,
+                len(published_split(bench).known),
+                {"osr": {}},
+                {"medium_as_hard": True},
+                _fine_sets(bench),
+                needs=needs,
+                cite="Vaze et al., Open-Set Recognition: a Good Closed-Set "
+                "Classifier is All You Need?, ICLR 2022 (Table 1)",
+            )
+            for bench, title, needs in (
+                ("ssb-cub", "CUB-200-2011", "cub: CUB_200_2011/ (images.txt, images/, ...)"),
+                (
+                    "ssb-scars",
+                    "Stanford Cars",
+                    "scars: the folder release car_data/car_data/{train,test}/<class>/",
+                ),
+                ("ssb-aircraft", "FGVC-Aircraft", "aircraft: fgvc-aircraft-2013b/"),
+            )
+        ),
+        Benchmark(
+            "ssb-imagenet",
+            "SSB ImageNet: ImageNet-1K train subset / val; unknown Easy / Hard = "
+            "SSB's ImageNet-21K-P winter21 val files",
+            "ssb-imagenet",
+            1000,
+            {"osr": {}},
+            {"train_per_class": 50},
+            _ssb_imagenet("ssb-imagenet", "winter21"),
+            needs=f"imagenet1k: {_IN_NEEDS}; imagenet21k: ImageNet-21K-P winter21 "
+            "(imagenet21k_val/<wnid>/)",
+            cite="Vaze et al., ICLR 2022 (Table 1)",
+        ),
+        Benchmark(
+            "ssb-imagenet-fall11",
+            "SSB ImageNet, fall11 lists: every 21K-P fall11 val image of the Easy / Hard classes",
+            "ssb-imagenet-fall11",
+            1000,
+            {"osr": {}},
+            {"train_per_class": 50},
+            _ssb_imagenet("ssb-imagenet-fall11", "fall11"),
+            needs=f"imagenet1k: {_IN_NEEDS}; imagenet21k: ImageNet-21K-P fall11 "
+            "(imagenet21k_val/<wnid>/)",
+            cite="Vaze et al., ICLR 2022",
+        ),
+        Benchmark(
+            "imagenet-ood",
+            "ImageNet-OOD: ImageNet-1K val vs 31,802 ImageNet-21K images; "
+            "ImageNet-R / Sketch / C as covariate sets when given",
+            "imagenet-ood",
+            1000,
+            {"newclass_failure": {}, "osr": {}},
+            {"train_per_class": 50},
+            _imagenet_ood,
+            needs=f"imagenet1k: {_IN_NEEDS}; imagenet21k: the whole ImageNet-21K release "
+            "(<wnid>/<wnid>_N.JPEG, fall11_whole or winter21_whole); optional imagenet_r, "
+            "imagenet_sketch, imagenet_c",
+            cite="Yang et al., ImageNet-OOD: Deciphering Modern "
+            "Out-of-Distribution Detection Algorithms, ICLR 2024 (Table 1)",
+        ),
+        Benchmark(
+            "isood-imagenet",
+            "IS-OOD: ImageNet-1K test list vs the 61 non-empty cells "
+            "cov_i_sem_j of ImageNet-21K val",
+            "isood-imagenet",
+            1000,
+            {"graded": {}},
+            {"train_per_class": 50},
+            _isood,
+            needs=f"imagenet1k: {_IN_NEEDS}; imagenet21k: ImageNet-21K-P winter21 "
+            "(imagenet21k_val/<wnid>/)",
+            cite="Long et al., Rethinking the Evaluation of "
+            "Out-of-Distribution Detection: A Sorites Paradox, NeurIPS 2024 (IS-OOD)",
+        ),
+    )
+}
+
+
+def list_benchmarks() -> list[str]:
+    """Names of the registered benchmarks, sorted."""
+    return sorted(BENCHMARKS)
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The registry entry of a benchmark; unknown names raise ``UnknownNameError``."""
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), list(BENCHMARKS), n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UnknownNameError(
+            f"unknown benchmark {name!r}.{hint} Known: {', '.join(list_benchmarks())}"
+        ) from None
+
+
+def _roots(bench: Benchmark, roots: Mapping[str, str | Path]) -> dict[str, Path]:
+    """The given roots, checked against what the benchmark reads."""
+    need, extra = bench.roots, bench.optional_roots
+    unknown = sorted(set(roots) - set(need) - set(extra))
+    if unknown:
+        raise InputError(
+            f"benchmark {bench.name}: unknown root {unknown[0]!r}; it reads "
+            f"{', '.join((*need, *extra))}"
+        )
+    lost = [k for k in need if k not in roots]
+    if lost:
+        raise InputError(f"benchmark {bench.name} needs --root {lost[0]}=PATH ({bench.needs})")
+    out: dict[str, Path] = {}
+    for key, value in roots.items():
+        path = Path(value).expanduser()
+        if not path.is_dir():
+            raise InputError(f"benchmark {bench.name}: root {key}={path} is not a folder")
+        out[key] = path.resolve()
+    return out
+
+
+def _used(
+    bench: Benchmark, roots: Mapping[str, Path], options: Mapping[str, Any]
+) -> list[BenchmarkSet]:
+    return [s for s in bench.sets(**options) if s.root in roots]
+
+
+def benchmark_record(name: str, conventions: str = "exact") -> dict[str, str]:
+    """What a run records of its benchmark: ``{name, list_hash, fpr_convention}``."""
+    bench = get_benchmark(name)
+    if conventions not in ("exact", "openood"):
+        raise InputError(f"conventions={conventions!r}: use exact or openood")
+    return {"name": bench.name, "list_hash": bench.list_hash, "fpr_convention": conventions}
+
+
+def benchmark_config(
+    name: str,
+    *,
+    roots: Mapping[str, str | Path],
+    model: Mapping[str, Any],
+    out: str | Path,
+    detectors: Sequence[str | Mapping[str, Any]] = DEFAULT_DETECTORS,
+    conventions: str = "exact",
+    **options: Any,
+) -> dict[str, Any]:
+    """A ``semshift run`` configuration (a dict) running benchmark ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A registered benchmark (:func:`list_benchmarks`).
+    roots : mapping of root key to folder
+        The releases on disk, by the keys the benchmark reads (``Benchmark.roots``, plus
+        ``optional_roots`` when present); made absolute.
+    model : mapping
+        The config's ``model:`` section (``name``, ``weights``, ...); ``num_classes`` defaults
+        to the benchmark's.
+    out : path
+        The run's output folder.
+    detectors : sequence
+        Detector names or ``{name, params}`` entries.
+    conventions : {"exact", "openood"}
+    **options
+        The benchmark's options (``medium_as_hard``, ``train_per_class``).
+
+    Returns
+    -------
+    dict
+        Its ``name`` records the benchmark, its list hash and the FPR convention
+        (:func:`benchmark_record` gives them as a mapping).
+    """
+    bench = get_benchmark(name)
+    rec = benchmark_record(name, conventions)
+    paths = _roots(bench, roots)
+    data: dict[str, Any] = {"sets": {}}
+    for s in _used(bench, paths, options):
+        entry = s.source_config(paths[s.root])
+        if s.role in ("id_train", "id_test"):
+            data[s.role] = entry
+        else:
+            data["sets"][s.name] = entry
+    m = dict(model)
+    m.setdefault("num_classes", bench.num_classes)
+    return {
+        "name": f"{rec['name']} (lists {rec['list_hash']}, fpr {rec['fpr_convention']})",
+        "output": str(Path(out).expanduser().resolve()),
+        "model": m,
+        "data": data,
+        "detectors": [d if isinstance(d, str) else dict(d) for d in detectors],
+        "protocols": {k: dict(v) for k, v in bench.protocols.items()},
+        "conventions": conventions,
+    }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What :func:`check_benchmark` found: images per set, in the benchmark's order."""
+
+    name: str
+    list_hash: str
+    counts: dict[str, int] = field(default_factory=dict)
+    expected: dict[str, int | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def check_benchmark(name: str, roots: Mapping[str, str | Path], **options: Any) -> CheckResult:
+    """Verify that every image benchmark ``name`` lists is present under ``roots``.
+
+    Each set is read by the layout its run would use (one ``os.scandir`` per folder, no
+    ``stat`` per file), except the ImageNet-21K lists, whose files are verified against one
+    scan per folder without building the image source the run builds; optional sets are
+    checked when their root is given.
+
+    Raises
+    ------
+    InputError
+        A root missing, unknown or not a folder; or missing files: one line with the set, the
+        number missing and the first few paths.
+    """
+    bench = get_benchmark(name)
+    t0 = time.perf_counter()
+    paths = _roots(bench, roots)
+    counts: dict[str, int] = {}
+    expected: dict[str, int | None] = {}
+    for s in _used(bench, paths, options):
+        try:
+            if s.layout == "imagenet21k_list":
+                n = _count_21k_list(paths[s.root], **s.params)
+            else:
+                n = len(open_layout(s.layout, paths[s.root], **s.params))
+        except InputError as err:
+            raise InputError(f"benchmark {name}, set {s.name}: {err}") from None
+        counts[s.name] = n
+        expected[s.name] = s.images
+        if s.images is not None and n != s.images:
+            raise InputError(
+                f"benchmark {name}, set {s.name}: {n} images read, the list has {s.images}"
+            )
+    return CheckResult(name, bench.list_hash, counts, expected, time.perf_counter() - t0)

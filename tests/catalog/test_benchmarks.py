@@ -1,0 +1,295 @@
+"""The benchmark registry, its run configs, ``check`` on generated release trees, and one
+benchmark run end to end through the CLI on a miniature CUB of real images."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import semshift.catalog.benchmarks as benchmarks_module
+from semshift.catalog import (
+    benchmark_config,
+    check_benchmark,
+    get_benchmark,
+    imagenet_ood_images,
+    isood_cells,
+    isood_imagenet1k,
+    list_benchmarks,
+    list_hash,
+    published_split,
+    ssb_imagenet21k_val_files,
+)
+from semshift.errors import InputError, UnknownNameError
+from semshift.run import load_config
+from semshift.taxonomy import load_classlist
+
+ALL = ["imagenet-ood", "isood-imagenet", "ssb-aircraft", "ssb-cub", "ssb-imagenet"]
+ALL += ["ssb-imagenet-fall11", "ssb-scars"]
+FINE = {"ssb-cub": "cub", "ssb-scars": "scars", "ssb-aircraft": "aircraft"}
+
+
+def touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb"):
+        pass
+
+
+def test_doctests():
+    result = doctest.testmod(benchmarks_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_registry_names_roots_and_hashes():
+    assert list_benchmarks() == ALL
+    for name in list_benchmarks():
+        b = get_benchmark(name)
+        assert b.list_hash == list_hash(b.published)
+        assert {s.role for s in b.sets()} >= {"id_train", "id_test", "ood"}
+    assert get_benchmark("ssb-cub").roots == ("cub",)
+    assert get_benchmark("imagenet-ood").optional_roots == (
+        "imagenet_r", "imagenet_sketch", "imagenet_c",
+    )  # fmt: skip
+    with pytest.raises(UnknownNameError, match=r"unknown benchmark 'ssb-cb'.*'ssb-cub'"):
+        get_benchmark("ssb-cb")
+
+
+@pytest.mark.parametrize("name", sorted(FINE))
+def test_fine_grained_sets_are_the_published_bins(name):
+    man = published_split(name)
+    merged = {s.name: s for s in get_benchmark(name).sets()}
+    assert merged["id_train"].classes == merged["id_test"].classes == len(man.known)
+    assert merged["easy"].classes == len(man.bins["easy"])
+    assert merged["hard"].classes == len(man.bins["medium"]) + len(man.bins["hard"])
+    kept = {s.name: s for s in get_benchmark(name).sets(medium_as_hard=False)}
+    assert [kept[b].classes for b in ("easy", "medium", "hard")] == [
+        len(man.bins[b]) for b in ("easy", "medium", "hard")
+    ]
+    with pytest.raises(InputError, match="takes no option train_per_class"):
+        get_benchmark(name).sets(train_per_class=3)
+
+
+def test_imagenet_set_sizes_come_from_the_shipped_lists():
+    files = ssb_imagenet21k_val_files()
+    ssb = {s.name: s for s in get_benchmark("ssb-imagenet").sets(train_per_class=7)}
+    bins = published_split("ssb-imagenet").bins
+    assert ssb["easy"].images == sum(len(files[w]) for w in bins["easy"]) == 50_000
+    assert ssb["hard"].images == 49_000 and ssb["hard"].classes == 980
+    assert ssb["id_train"].images == 7_000
+    ood = {s.name: s for s in get_benchmark("imagenet-ood").sets()}
+    assert ood["imagenet-ood"].images == len(imagenet_ood_images()) == 31_802
+    isood = {s.name: s for s in get_benchmark("isood-imagenet").sets()}
+    cells = {k: v for k, v in isood_cells().items() if v}
+    assert len(cells) == 61  # three of the 64 cells are empty in the release
+    assert {k: isood[k].images for k in cells} == {k: len(v) for k, v in cells.items()}
+    assert (isood["cov_2_sem_5"].covariate_level, isood["cov_2_sem_5"].semantic_level) == (2, 5)
+    assert isood["id_test"].images == len(isood_imagenet1k("test")) == 45_000
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_benchmark_config_validates(name, tmp_path):
+    b = get_benchmark(name)
+    keys = (*b.roots, *b.optional_roots)
+    roots = {k: tmp_path / k for k in keys}
+    for p in roots.values():
+        p.mkdir()
+    cfg = benchmark_config(
+        name, roots=roots, model={"name": "resnet50", "weights": "IMAGENET1K_V2"},
+        out=tmp_path / "out", conventions="openood",
+    )  # fmt: skip
+    loaded = load_config(cfg, check_files=False)
+    assert b.list_hash in loaded.name and "openood" in loaded.name
+    assert loaded.model is not None and loaded.model.num_classes == b.num_classes
+    assert set(loaded.data.sets) == {s.name for s in b.sets() if s.role in ("ood", "covariate")}
+    assert loaded.protocols.enabled() == sorted(b.protocols, key=loaded.protocols.enabled().index)
+    assert loaded.metrics != load_config({**cfg, "conventions": "exact"}, check_files=False).metrics
+    # the config names lists, never inlines the images
+    assert len(json.dumps(cfg)) < 30_000
+
+
+def test_benchmark_config_root_errors(tmp_path):
+    model = {"name": "resnet50", "weights": "IMAGENET1K_V2"}
+    with pytest.raises(InputError, match=r"needs --root cub=PATH"):
+        benchmark_config("ssb-cub", roots={}, model=model, out=tmp_path)
+    with pytest.raises(InputError, match=r"unknown root 'imagenet1k'; it reads cub"):
+        benchmark_config("ssb-cub", roots={"cub": tmp_path, "imagenet1k": tmp_path},
+                         model=model, out=tmp_path)  # fmt: skip
+    with pytest.raises(InputError, match=r"root cub=.*nowhere is not a folder"):
+        benchmark_config("ssb-cub", roots={"cub": tmp_path / "nowhere"}, model=model, out=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# check on generated trees (empty files; the real names and structure)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def imagenet_tree(tmp_path_factory):
+    """ImageNet-1K train (3 images per class) and val class folders, the whole ImageNet-21K
+    release holding the ImageNet-OOD images, and a 21K-P winter21 val tree of SSB's files."""
+    root = tmp_path_factory.mktemp("imagenet")
+    in1k = root / "imagenet1k"
+    for wnid in load_classlist("imagenet1k").ids:
+        for k in range(3):
+            touch(in1k / "train" / wnid / f"{wnid}_{k}.JPEG")
+        touch(in1k / "val" / wnid / f"ILSVRC2012_val_{wnid[1:]}.JPEG")
+    whole = root / "whole"
+    for rel in imagenet_ood_images():
+        touch(whole / rel)
+    p = root / "p21k" / "imagenet21k_val"
+    for wnid, names in ssb_imagenet21k_val_files().items():
+        for n in names:
+            touch(p / wnid / n)
+    return root
+
+
+def test_check_imagenet_ood_counts_and_missing_files(imagenet_tree):
+    roots = {"imagenet1k": imagenet_tree / "imagenet1k", "imagenet21k": imagenet_tree / "whole"}
+    result = check_benchmark("imagenet-ood", roots, train_per_class=2)
+    assert result.counts == {"id_train": 2000, "id_test": 1000, "imagenet-ood": 31_802}
+    assert result.list_hash == list_hash("imagenet-ood")
+    with pytest.raises(InputError, match="holds 3 images, fewer than per_class=4"):
+        check_benchmark("imagenet-ood", roots, train_per_class=4)
+    gone = sorted(imagenet_ood_images())[:5]
+    for rel in gone:
+        os.rename(imagenet_tree / "whole" / rel, imagenet_tree / "whole" / f"{rel}.bak")
+    try:
+        with pytest.raises(InputError) as info:
+            check_benchmark("imagenet-ood", roots, train_per_class=2)
+    finally:
+        for rel in gone:
+            os.rename(imagenet_tree / "whole" / f"{rel}.bak", imagenet_tree / "whole" / rel)
+    msg = str(info.value)
+    assert "\n" not in msg and "set imagenet-ood" in msg
+    assert "5 of 31802 listed images missing" in msg and f"first: {gone[0]}, {gone[1]}" in msg
+
+
+def test_check_ssb_imagenet(imagenet_tree):
+    roots = {"imagenet1k": imagenet_tree / "imagenet1k", "imagenet21k": imagenet_tree / "p21k"}
+    result = check_benchmark("ssb-imagenet", roots, train_per_class=3)
+    assert result.counts == {"id_train": 3000, "id_test": 1000, "easy": 50_000, "hard": 49_000}
+    # the whole-release tree is not a 21K-P tree: the SSB val files are not there
+    with pytest.raises(InputError, match=r"set easy: .*listed images missing"):
+        check_benchmark(
+            "ssb-imagenet", {**roots, "imagenet21k": imagenet_tree / "whole"}, train_per_class=3
+        )
+
+
+def test_deterministic_train_subset(imagenet_tree):
+    src = benchmarks_module.imagenet1k_subset(imagenet_tree / "imagenet1k", per_class=2)
+    first = load_classlist("imagenet1k").ids[0]
+    # evenly spaced over the sorted names: the first and the last
+    assert src.names[:2] == [f"train/{first}/{first}_0.JPEG", f"train/{first}/{first}_2.JPEG"]
+    assert src.labels[:4].tolist() == [0, 0, 1, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# a miniature CUB-200-2011 of real images, with the published split's classes
+# ---------------------------------------------------------------------------------------------
+
+
+def _mini_cub(root: Path, per_class: int = 1) -> Path:
+    """CUB_200_2011/ with 200 classes, ``per_class`` train and test 8x8 PNGs each."""
+    from PIL import Image
+
+    top = root / "CUB_200_2011"
+    rng = np.random.default_rng(0)
+    images, labels, split, classes = [], [], [], []
+    img_id = 0
+    for t in range(1, 201):
+        folder = f"{t:03d}.Bird_{t}"
+        classes.append(f"{t} {folder}")
+        (top / "images" / folder).mkdir(parents=True)
+        for k in range(2 * per_class):
+            img_id += 1
+            rel = f"{folder}/Bird_{t}_{k}.png"
+            arr = rng.integers(0, 255, (8, 8, 3)).astype(np.uint8)
+            arr[..., t % 3] = 255  # a little signal
+            Image.fromarray(arr).save(top / "images" / rel)
+            images.append(f"{img_id} {rel}")
+            labels.append(f"{img_id} {t}")
+            split.append(f"{img_id} {int(k < per_class)}")
+    for fname, lines in (("images.txt", images), ("image_class_labels.txt", labels),
+                         ("train_test_split.txt", split), ("classes.txt", classes)):  # fmt: skip
+        (top / fname).write_text("\n".join(lines) + "\n")
+    return top
+
+
+def test_check_ssb_cub_on_a_miniature_release(tmp_path):
+    top = _mini_cub(tmp_path)
+    result = check_benchmark("ssb-cub", {"cub": tmp_path})
+    assert result.counts == {"id_train": 100, "id_test": 100, "easy": 32, "hard": 68}
+    kept = check_benchmark("ssb-cub", {"cub": top}, medium_as_hard=False)
+    assert kept.counts == {"id_train": 100, "id_test": 100, "easy": 32, "medium": 34, "hard": 34}
+    easy = published_split("ssb-cub").bins["easy"]
+    victim = next((top / "images").glob(f"{int(easy[0]) + 1:03d}.*/*_1.png"))
+    victim.unlink()
+    with pytest.raises(
+        InputError,
+        match=r"set id_test: cub200: 1 of 200 listed images are missing under .*, first 0",
+    ):
+        check_benchmark("ssb-cub", {"cub": tmp_path})
+
+
+def test_benchmark_run_end_to_end_through_the_cli(tmp_path, semshift):
+    """``semshift benchmark run ssb-cub``: extraction through a tiny CNN, OSR with MSP and MLS,
+    config.json re-runnable by ``semshift run``."""
+    import pandas as pd
+    import torch
+    from torch import nn
+
+    from semshift.features.models import MODELS, HookAdapter, register_model
+
+    torch.set_num_threads(1)
+    name = "semshift-test-benchmark-cnn"
+    if name not in MODELS:
+
+        @register_model(name, "conv 3->4, ReLU, global average pool, linear head")
+        def _tiny(num_classes: int = 100) -> HookAdapter:
+            net = nn.Sequential(
+                nn.Conv2d(3, 4, 3, padding=1),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(4, num_classes),
+            )
+            return HookAdapter(name, net)
+
+    _mini_cub(tmp_path / "data")
+    torch.manual_seed(0)
+    weights = tmp_path / "tiny.pt"
+    torch.save(MODELS[name].build(num_classes=100).module.state_dict(), weights)
+    out = tmp_path / "out"
+    args = ["benchmark", "run", "ssb-cub", "--model", name, "--weights", str(weights),
+            "--root", f"cub={tmp_path / 'data'}", "--out", str(out), "-d", "mls", "-d", "msp",
+            "--preset", "resize32-crop32", "--bootstrap", "0", "--quiet"]  # fmt: skip
+    r = semshift(*args)
+    assert r.returncode == 0, r.stderr
+    record = json.loads((out / "benchmark.json").read_text())
+    assert record == {"name": "ssb-cub", "list_hash": "9bc6fceed92275f6",
+                      "fpr_convention": "exact"}  # fmt: skip
+    res = pd.read_csv(out / "results.csv")
+    osr = res[(res.protocol == "osr") & (res.metric == "auroc")]
+    assert sorted(osr.split) == ["easy", "easy", "hard", "hard"]
+    assert sorted(set(osr.detector)) == ["mls", "msp"]
+    assert osr.value.between(0, 1).all() and (osr.n_id == 100).all()
+    assert sorted(osr[osr.split == "easy"].n_ood) == [32, 32]
+    test = pd.read_parquet(out / "scores" / "id_test.parquet")
+    known = published_split("ssb-cub").known
+    # label = position in the published known list; class_id = the CUB class folder
+    want = {f"{int(c) + 1:03d}.Bird_{int(c) + 1}": k for k, c in enumerate(known)}
+    assert (test["label"] == test["class_id"].map(want)).all() and len(test) == 100
+    easy = pd.read_parquet(out / "scores" / "easy.parquet")
+    assert (easy["label"] == -1).all() and len(easy) == 32
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["data"]["sets"]["hard"]["layout"]["params"]["bin"] == "hard"
+    again = semshift("run", str(out / "config.json"), "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert pd.read_csv(out / "results.csv").equals(res)
+    bad = semshift(*args[:-1], "--root", "imagenet1k=/tmp")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "unknown root 'imagenet1k'" in bad.stderr
