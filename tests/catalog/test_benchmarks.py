@@ -24,6 +24,7 @@ from semshift.catalog import (
     published_split,
     ssb_imagenet21k_val_files,
 )
+from semshift.catalog.layouts import open_layout
 from semshift.errors import InputError, UnknownNameError
 from semshift.run import load_config
 from semshift.taxonomy import load_classlist
@@ -188,14 +189,22 @@ def test_deterministic_train_subset(imagenet_tree):
 
 
 # ---------------------------------------------------------------------------------------------
-# a miniature CUB-200-2011 of real images, with the published split's classes
+# miniature fine-grained releases of real images, with the published splits' classes
 # ---------------------------------------------------------------------------------------------
+
+
+def _image(path: Path, rng: np.random.Generator, t: int) -> None:
+    """An 8x8 RGB image of class ``t`` (a little signal in channel t % 3); format by suffix."""
+    from PIL import Image
+
+    arr = rng.integers(0, 255, (8, 8, 3)).astype(np.uint8)
+    arr[..., t % 3] = 255
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(arr).save(path)
 
 
 def _mini_cub(root: Path, per_class: int = 1) -> Path:
     """CUB_200_2011/ with 200 classes, ``per_class`` train and test 8x8 PNGs each."""
-    from PIL import Image
-
     top = root / "CUB_200_2011"
     rng = np.random.default_rng(0)
     images, labels, split, classes = [], [], [], []
@@ -203,13 +212,10 @@ def _mini_cub(root: Path, per_class: int = 1) -> Path:
     for t in range(1, 201):
         folder = f"{t:03d}.Bird_{t}"
         classes.append(f"{t} {folder}")
-        (top / "images" / folder).mkdir(parents=True)
         for k in range(2 * per_class):
             img_id += 1
             rel = f"{folder}/Bird_{t}_{k}.png"
-            arr = rng.integers(0, 255, (8, 8, 3)).astype(np.uint8)
-            arr[..., t % 3] = 255  # a little signal
-            Image.fromarray(arr).save(top / "images" / rel)
+            _image(top / "images" / rel, rng, t)
             images.append(f"{img_id} {rel}")
             labels.append(f"{img_id} {t}")
             split.append(f"{img_id} {int(k < per_class)}")
@@ -217,6 +223,44 @@ def _mini_cub(root: Path, per_class: int = 1) -> Path:
                          ("train_test_split.txt", split), ("classes.txt", classes)):  # fmt: skip
         (top / fname).write_text("\n".join(lines) + "\n")
     return top
+
+
+def _car(k: int) -> str:
+    """The name of class folder ``k`` of the miniature Stanford Cars (sorted order = k)."""
+    return f"Make{k:03d} Model Sedan {2000 + k % 13}"
+
+
+def _mini_scars(root: Path) -> Path:
+    """car_data/car_data/{train,test}/<class name>/ with 196 classes, one 8x8 JPEG in each."""
+    top = root / "car_data" / "car_data"
+    rng = np.random.default_rng(1)
+    for split in ("train", "test"):
+        for k in range(196):
+            _image(top / split / _car(k) / f"{split}{k:05d}.jpg", rng, k)
+    return top
+
+
+def _variant(k: int) -> str:
+    """Variant ``k`` of the miniature FGVC-Aircraft (sorted order = k; names hold spaces)."""
+    return f"Variant {k:03d}-{k % 7}00"
+
+
+def _mini_aircraft(root: Path) -> Path:
+    """fgvc-aircraft-2013b/data/ with 100 variants (and variants.txt), one 8x8 JPEG per variant
+    in each of train, val and test; the split files list the variants out of sorted order."""
+    data = root / "fgvc-aircraft-2013b" / "data"
+    rng = np.random.default_rng(2)
+    order = [(37 * k) % 100 for k in range(100)]  # a permutation: file order is not sorted
+    (data / "images").mkdir(parents=True)
+    (data / "variants.txt").write_text("".join(f"{_variant(k)}\n" for k in order))
+    for s, split in enumerate(("train", "val", "test")):
+        lines = []
+        for k in order:
+            img_id = f"{1_000_000 + 1000 * s + k:07d}"
+            _image(data / "images" / f"{img_id}.jpg", rng, k)
+            lines.append(f"{img_id} {_variant(k)}")
+        (data / f"images_variant_{split}.txt").write_text("\n".join(lines) + "\n")
+    return data
 
 
 def test_check_ssb_cub_on_a_miniature_release(tmp_path):
@@ -235,20 +279,20 @@ def test_check_ssb_cub_on_a_miniature_release(tmp_path):
         check_benchmark("ssb-cub", {"cub": tmp_path})
 
 
-def test_benchmark_run_end_to_end_through_the_cli(tmp_path, semshift):
-    """``semshift benchmark run ssb-cub``: extraction through a tiny CNN, OSR with MSP and MLS,
-    config.json re-runnable by ``semshift run``."""
-    import pandas as pd
+TINY = "semshift-test-benchmark-cnn"
+
+
+def _tiny_weights(path: Path, num_classes: int) -> Path:
+    """Register the tiny CNN (once) and save its seeded initial weights for ``num_classes``."""
     import torch
     from torch import nn
 
     from semshift.features.models import MODELS, HookAdapter, register_model
 
     torch.set_num_threads(1)
-    name = "semshift-test-benchmark-cnn"
-    if name not in MODELS:
+    if TINY not in MODELS:
 
-        @register_model(name, "conv 3->4, ReLU, global average pool, linear head")
+        @register_model(TINY, "conv 3->4, ReLU, global average pool, linear head")
         def _tiny(num_classes: int = 100) -> HookAdapter:
             net = nn.Sequential(
                 nn.Conv2d(3, 4, 3, padding=1),
@@ -257,16 +301,28 @@ def test_benchmark_run_end_to_end_through_the_cli(tmp_path, semshift):
                 nn.Flatten(),
                 nn.Linear(4, num_classes),
             )
-            return HookAdapter(name, net)
+            return HookAdapter(TINY, net)
+
+    torch.manual_seed(0)
+    torch.save(MODELS[TINY].build(num_classes=num_classes).module.state_dict(), path)
+    return path
+
+
+def _benchmark_args(name: str, root: str, data: Path, weights: Path, out: Path) -> list[str]:
+    return ["benchmark", "run", name, "--model", TINY, "--weights", str(weights),
+            "--root", f"{root}={data}", "--out", str(out), "-d", "mls", "-d", "msp",
+            "--preset", "resize32-crop32", "--bootstrap", "0", "--quiet"]  # fmt: skip
+
+
+def test_benchmark_run_end_to_end_through_the_cli(tmp_path, semshift):
+    """``semshift benchmark run ssb-cub``: extraction through a tiny CNN, OSR with MSP and MLS,
+    config.json re-runnable by ``semshift run``."""
+    import pandas as pd
 
     _mini_cub(tmp_path / "data")
-    torch.manual_seed(0)
-    weights = tmp_path / "tiny.pt"
-    torch.save(MODELS[name].build(num_classes=100).module.state_dict(), weights)
+    weights = _tiny_weights(tmp_path / "tiny.pt", 100)
     out = tmp_path / "out"
-    args = ["benchmark", "run", "ssb-cub", "--model", name, "--weights", str(weights),
-            "--root", f"cub={tmp_path / 'data'}", "--out", str(out), "-d", "mls", "-d", "msp",
-            "--preset", "resize32-crop32", "--bootstrap", "0", "--quiet"]  # fmt: skip
+    args = _benchmark_args("ssb-cub", "cub", tmp_path / "data", weights, out)
     r = semshift(*args)
     assert r.returncode == 0, r.stderr
     record = json.loads((out / "benchmark.json").read_text())
@@ -293,3 +349,63 @@ def test_benchmark_run_end_to_end_through_the_cli(tmp_path, semshift):
     bad = semshift(*args[:-1], "--root", "imagenet1k=/tmp")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "unknown root 'imagenet1k'" in bad.stderr
+
+
+# name -> (root key, miniature release builder, class name of published class index c)
+_FINE_RELEASES = {
+    "ssb-scars": ("scars", _mini_scars, _car),
+    "ssb-aircraft": ("aircraft", _mini_aircraft, _variant),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FINE_RELEASES))
+def test_fine_grained_benchmark_run_end_to_end_through_the_cli(name, tmp_path, semshift):
+    """``semshift benchmark run ssb-scars / ssb-aircraft`` on a miniature release with one train
+    and one test image per class: the published known classes as the classifier's labels, the
+    Easy bin and Hard (+ Medium, merged by default) as the OSR sets; config.json re-runnable."""
+    import pandas as pd
+
+    root, build, class_name = _FINE_RELEASES[name]
+    build(tmp_path / "data")
+    man = published_split(name)
+    assert "medium" in man.bins  # both published splits have a Medium bin
+    known = man.known
+    easy_ids = {class_name(int(c)) for c in man.bins["easy"]}
+    hard_ids = {class_name(int(c)) for c in (*man.bins["medium"], *man.bins["hard"])}
+    weights = _tiny_weights(tmp_path / "tiny.pt", len(known))
+    out = tmp_path / "out"
+    counts = {"id_train": len(known), "id_test": len(known), "easy": len(easy_ids)}
+    assert check_benchmark(name, {root: tmp_path / "data"}).counts == {
+        **counts, "hard": len(hard_ids),
+    }  # fmt: skip
+    r = semshift(*_benchmark_args(name, root, tmp_path / "data", weights, out))
+    assert r.returncode == 0, r.stderr
+    record = json.loads((out / "benchmark.json").read_text())
+    assert record == {"name": name, "list_hash": list_hash(name), "fpr_convention": "exact"}
+    res = pd.read_csv(out / "results.csv")
+    osr = res[(res.protocol == "osr") & (res.metric == "auroc")]
+    assert sorted(osr.split) == ["easy", "easy", "hard", "hard"]
+    assert sorted(set(osr.detector)) == ["mls", "msp"]
+    assert osr.value.between(0, 1).all() and (osr.n_id == len(known)).all()
+    # one test image per unknown class: n_ood = the classes of the bin
+    assert sorted(osr[osr.split == "easy"].n_ood) == [len(easy_ids)] * 2
+    assert sorted(osr[osr.split == "hard"].n_ood) == [len(hard_ids)] * 2
+    # label = position in the published known list (the index into the release's sorted order)
+    want = {class_name(int(c)): k for k, c in enumerate(known)}
+    test = pd.read_parquet(out / "scores" / "id_test.parquet")
+    assert len(test) == len(known) and set(test["class_id"]) == set(want)
+    assert (test["label"] == test["class_id"].map(want)).all()
+    cfg = json.loads((out / "config.json").read_text())
+    assert set(cfg["data"]["sets"]) == {"easy", "hard"}
+    # id_train is not scored (MSP / MLS fit nothing): read it through the config's layout
+    layout = cfg["data"]["id_train"]["layout"]
+    train = open_layout(layout["name"], layout["root"], **layout["params"])
+    assert [want[c] for c in train.groups["class_id"]] == train.labels.tolist()
+    assert sorted(train.labels.tolist()) == list(range(len(known)))
+    for b, ids in (("easy", easy_ids), ("hard", hard_ids)):
+        scores = pd.read_parquet(out / "scores" / f"{b}.parquet")
+        assert (scores["label"] == -1).all() and len(scores) == len(ids)
+        assert set(scores["class_id"]) == ids
+    again = semshift("run", str(out / "config.json"), "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert pd.read_csv(out / "results.csv").equals(res)
