@@ -6,12 +6,15 @@ print its one-line message and exit with status 2 instead of showing a traceback
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "InputError",
     "NotFittedError",
     "SemshiftError",
     "TaxonomyFormatError",
     "UnknownNameError",
+    "did_you_mean",
 ]
 
 
@@ -36,3 +39,15 @@ class TaxonomyFormatError(SemshiftError):
 
 class NotFittedError(SemshiftError, AttributeError):
     """A fitted estimator (detector) was used before ``fit`` was called."""
+
+
+def did_you_mean(name: str, known: Iterable[str], n: int = 1) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to ``name``, or ``""``.
+
+    >>> did_you_mean("sbb", ["ssb", "zsl"]), did_you_mean("xyz", ["ssb"])
+    (" (did you mean 'ssb'?)", '')
+    """
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list(known), n=n)
+    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""

@@ -28,6 +28,8 @@ from semshift.catalog.layouts import open_layout
 from semshift.errors import InputError, UnknownNameError
 from semshift.run import load_config
 from semshift.taxonomy import load_classlist
+from tests.tiny_model import TINY_CNN as TINY
+from tests.tiny_model import save_tiny_cnn_weights
 
 ALL = ["imagenet-ood", "isood-imagenet", "ssb-aircraft", "ssb-cub", "ssb-imagenet"]
 ALL += ["ssb-imagenet-fall11", "ssb-scars"]
@@ -279,33 +281,9 @@ def test_check_ssb_cub_on_a_miniature_release(tmp_path):
         check_benchmark("ssb-cub", {"cub": tmp_path})
 
 
-TINY = "semshift-test-benchmark-cnn"
-
-
 def _tiny_weights(path: Path, num_classes: int) -> Path:
-    """Register the tiny CNN (once) and save its seeded initial weights for ``num_classes``."""
-    import torch
-    from torch import nn
-
-    from semshift.features.models import MODELS, HookAdapter, register_model
-
-    torch.set_num_threads(1)
-    if TINY not in MODELS:
-
-        @register_model(TINY, "conv 3->4, ReLU, global average pool, linear head")
-        def _tiny(num_classes: int = 100) -> HookAdapter:
-            net = nn.Sequential(
-                nn.Conv2d(3, 4, 3, padding=1),
-                nn.ReLU(),
-                nn.AdaptiveAvgPool2d(1),
-                nn.Flatten(),
-                nn.Linear(4, num_classes),
-            )
-            return HookAdapter(TINY, net)
-
-    torch.manual_seed(0)
-    torch.save(MODELS[TINY].build(num_classes=num_classes).module.state_dict(), path)
-    return path
+    """The shared tiny CNN's seeded initial weights for ``num_classes``."""
+    return save_tiny_cnn_weights(path, num_classes)
 
 
 def _benchmark_args(name: str, root: str, data: Path, weights: Path, out: Path) -> list[str]:

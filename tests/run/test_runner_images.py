@@ -9,27 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
+from tests.tiny_model import register_tiny_cnn
 
 from semshift.errors import InputError
-from semshift.features.models import MODELS, HookAdapter, register_model
+from semshift.features.models import MODELS
 from semshift.run import run
 
 torch.set_num_threads(1)
-MODEL = "semshift-test-runner-cnn"
-
-if MODEL not in MODELS:
-
-    @register_model(MODEL, "conv 3->8, ReLU, global average pool, linear head")
-    def _tiny_cnn(num_classes: int = 3) -> HookAdapter:
-        net = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(8, num_classes),
-        )
-        return HookAdapter(MODEL, net)
+MODEL = register_tiny_cnn()
 
 
 def _write_images(root, classes, seed):

@@ -33,6 +33,7 @@ __all__ = [
     "ProtocolSpec",
     "RandomModelsConfig",
     "SetDescription",
+    "config_paths",
     "get_protocol",
     "list_protocols",
     "register_protocol",

@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from semshift.errors import InputError
+from semshift.errors import InputError, did_you_mean
 from semshift.protocols.registry import (
     DEFAULT_METRICS,
     ProtocolConfig,
     RandomModelsConfig,
     SetDescription,
+    config_paths,
     get_protocol,
     list_protocols,
 )
@@ -422,9 +423,8 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
     for name in protocols.enabled():
         pc = protocols.get(name)
         assert pc is not None
-        for field_name, value in pc:
-            if isinstance(value, Path):
-                setattr(pc, field_name, _abs(base, value) or value)
+        for field_name, value in config_paths(pc).items():
+            setattr(pc, field_name, _abs(base, value) or value)
         if isinstance(pc, RandomModelsConfig) and pc.stores is not None:
             pc.stores = {
                 seed: {set_name: _abs(base, path) or path for set_name, path in sets.items()}
@@ -455,8 +455,7 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
             from semshift.splits.registry import list_builders, validate_params
 
             if sp.builder not in list_builders():
-                close = difflib.get_close_matches(sp.builder, list_builders(), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(sp.builder, list_builders())
                 fail(f"splits.{name}.builder", f"unknown split builder {sp.builder!r}{hint}; "
                      f"known: {', '.join(list_builders())}")  # fmt: skip
             validate_params(sp.builder, sp.params, where=f"{where}: splits.{name}")
@@ -559,9 +558,8 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     for name in cfg.protocols.enabled():
         pc = cfg.protocols.get(name)
         assert pc is not None
-        for key, value in pc:
-            if isinstance(value, Path):
-                exists(f"protocols.{name}.{key}", value, "file")
+        for key, value in config_paths(pc).items():
+            exists(f"protocols.{name}.{key}", value, "file")
         problem = pc.check_sets(sets)
         if problem is not None:
             fail(f"protocols.{name}", problem)
@@ -571,9 +569,10 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                 for set_name, p in paths.items():
                     at = f"protocols.{name}.stores.{seed}.{set_name}"
                     if set_name not in allowed:
-                        close = difflib.get_close_matches(set_name, sorted(allowed), n=1)
-                        hint = f" (did you mean {close[0]!r}?)" if close else ""
-                        fail(at, f"no set named {set_name!r}{hint}")
+                        fail(
+                            at,
+                            f"no set named {set_name!r}{did_you_mean(set_name, sorted(allowed))}",
+                        )
                     exists(at, p, "feature store")
                 for need in ("id_train", "id_test"):
                     if need not in paths:
@@ -587,8 +586,7 @@ def _check_layout(path: str, layout: LayoutConfig, fail: Any, exists: Any) -> No
 
     fn = LAYOUTS.get(layout.name)
     if fn is None:
-        close = difflib.get_close_matches(layout.name, list_layouts(), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(layout.name, list_layouts())
         fail(f"{path}.name", f"unknown layout {layout.name!r}{hint}; known: "
              f"{', '.join(list_layouts())}")  # fmt: skip
         return

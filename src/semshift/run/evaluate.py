@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from semshift import __version__
-from semshift.protocols.registry import ProtocolInputs, get_protocol
+from semshift.protocols.registry import ProtocolInputs, config_paths, get_protocol
 from semshift.protocols.sets import Bootstrap, ScoredSet, level_str
 from semshift.protocols.tidy import error_row, results_frame
 from semshift.run.cache import stable_hash
@@ -114,8 +114,8 @@ def _eval_key(ctx: RunContext, scored: ScoreStage) -> str:
     for name in p.enabled():
         pc = p.get(name)
         assert pc is not None
-        for key, value in pc:
-            if isinstance(value, Path) and value.is_file():
+        for key, value in config_paths(pc).items():
+            if value.is_file():
                 files[f"{name}.{key}"] = ctx.cache.file_checksum(value)
     settings = {
         n: pc.model_dump(mode="json", exclude={"stores"})

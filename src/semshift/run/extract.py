@@ -14,14 +14,13 @@ and every store must agree with the model and the other stores on the class list
 
 from __future__ import annotations
 
-import difflib
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semshift.errors import InputError
+from semshift.errors import InputError, did_you_mean
 from semshift.run.cache import stable_hash
 from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig, SourceConfig
 from semshift.run.context import Role, RunContext, Source, StageRecord, World
@@ -339,11 +338,9 @@ def _resolve_sources(
             man = splits.manifests[cf.split]
             bins = {"known": list(man.known), **man.bins}
             if cf.bin not in bins:
-                close = difflib.get_close_matches(cf.bin, list(bins), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise InputError(
                     f"{where}.classes_from.bin: split {cf.split!r} has no bin {cf.bin!r}"
-                    f"{hint}; bins: {', '.join(bins)}"
+                    f"{did_you_mean(cf.bin, bins)}; bins: {', '.join(bins)}"
                 )
             s.class_filter = (cf.column, list(bins[cf.bin]))
         s.store_path = src.store
