@@ -3,6 +3,7 @@ registered detector and metric has a section, and no file cites the internal bri
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import re
 from pathlib import Path
@@ -174,7 +175,7 @@ def test_fpr_section_states_the_registry_bindings():
     ],
 )
 def test_every_builder_and_protocol_has_a_section(module, lister, sections, kind):
-    names = getattr(pytest.importorskip(module), lister)()
+    names = getattr(importlib.import_module(module), lister)()
     assert names, f"{module}.{lister}() is empty"
     anchors, texts = _sections()
     for name in names:

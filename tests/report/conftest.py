@@ -452,3 +452,20 @@ def make_run(
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A complete synthetic run (every protocol, four detectors, one failing)."""
     return make_run(tmp_path_factory.mktemp("run") / "out")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's headless chromium; without it the browser tests are skipped with the install
+    command, unless SEMSHIFT_REQUIRE_BROWSER=1 (CI), which makes them fail instead."""
+    import os
+
+    from tests.report._cdp import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        msg = "chromium not installed: apt-get install chromium"
+        if os.environ.get("SEMSHIFT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{msg} (SEMSHIFT_REQUIRE_BROWSER=1: the browser test must run)")
+        pytest.skip(msg)
+    return path

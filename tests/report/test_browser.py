@@ -8,29 +8,17 @@ Without chromium the test is skipped with the install command, unless SEMSHIFT_R
 from __future__ import annotations
 
 import io
-import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from matplotlib.image import imread
-from tests.report._cdp import Browser, find_chromium
+from tests.report._cdp import Browser
 
 from semshift.report import write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = find_chromium()
-    if path is None:
-        msg = "chromium not installed: apt-get install chromium"
-        if os.environ.get("SEMSHIFT_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{msg} (SEMSHIFT_REQUIRE_BROWSER=1: the browser test must run)")
-        pytest.skip(msg)
-    return path
 
 
 @pytest.fixture(scope="module")

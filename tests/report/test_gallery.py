@@ -403,12 +403,11 @@ def test_thumbnails_are_cached_per_path(tmp_path: Path, monkeypatch: pytest.Monk
     assert (one.width, one.height) == (21, 64)  # 64 px on the long side
 
 
-def test_gallery_report_in_headless_chromium(written: tuple[Path, Any], tmp_path: Path) -> None:
-    from tests.report._cdp import Browser, find_chromium
+def test_gallery_report_in_headless_chromium(
+    written: tuple[Path, Any], tmp_path: Path, chromium: str
+) -> None:
+    from tests.report._cdp import Browser
 
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip("chromium not installed: apt-get install chromium")
     out, paths = written
     profile = tmp_path / "profile"
     profile.mkdir()
