@@ -183,6 +183,7 @@ class _Names:
         self.display = class_names(ctx.cfg) or self.known
         self._tax: Any = None
         self._tax_failed = False
+        self._nearest: dict[str, str] = {}
 
     def taxonomy(self) -> Any:
         if self._tax is None and not self._tax_failed:
@@ -209,15 +210,19 @@ class _Names:
         tax = self.taxonomy()
         if class_ids is None or tax is None or not self.known:
             return none, none.copy()
-        known = [k for k in self.known if k in tax]
         known_set = set(self.known)
         present = pd.unique(pd.Series(class_ids, dtype=object).dropna())
         unknown = sorted(str(c) for c in present if c not in known_set and c in tax)
+        new = [c for c in unknown if c not in self._nearest]
+        known = [k for k in self.known if k in tax]
         if not known or not unknown:
             return none, none.copy()
-        dist = tax.distance_matrix(unknown, known)
-        nearest = np.asarray(known, dtype=object)[np.argmin(dist, axis=1)]
-        labels = {k: tax.label(k) for k in set(nearest.tolist())}
+        if new:  # each distinct class once per run, whichever sets and worlds it appears in
+            dist = tax.distance_matrix(new, known)
+            found = np.asarray(known, dtype=object)[np.argmin(dist, axis=1)].tolist()
+            self._nearest.update(zip(new, found, strict=True))
+        nearest = [self._nearest[c] for c in unknown]
+        labels = {k: tax.label(k) for k in set(nearest)}
         lookup = pd.Series(nearest, index=pd.Index(unknown, dtype=object), dtype=object)
         ids = pd.Series(class_ids, dtype=object).map(lookup)
         ids = ids.astype(object).where(ids.notna(), None)
@@ -236,10 +241,9 @@ def _known_ids(ctx: RunContext, scored: ScoredWorld) -> list[str] | None:
 
 
 def _write_score_files(
-    ctx: RunContext, folder: Path, scored: ScoredWorld, sets: Sequence[ScoredSet]
+    ctx: RunContext, folder: Path, scored: ScoredWorld, sets: Sequence[ScoredSet], names: _Names
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    names = _Names(ctx, _known_ids(ctx, scored))
     for s in sets:
         n = s.n
         info = scored.infos[s.name]
@@ -306,9 +310,14 @@ def run_evaluate(ctx: RunContext, scored: ScoreStage) -> EvaluateStage:
         marker = ctx.cache.root / "scores_written.key"
         marker_key = f"{key}-{_SCORES_VERSION}-{INFO_VERSION}"
         if ctx.force or not marker.is_file() or marker.read_text() != marker_key:
-            _write_score_files(ctx, ctx.out / "scores", scored.main, scored_sets(scored.main))
+            # one class list, taxonomy and nearest-class table for every world (the random-model
+            # copies share the configured model's classes)
+            names = _Names(ctx, _known_ids(ctx, scored.main))
+            main_sets = scored_sets(scored.main)
+            _write_score_files(ctx, ctx.out / "scores", scored.main, main_sets, names)
             for seed, sw in scored.random.items():
-                _write_score_files(ctx, ctx.out / "sanity" / f"seed{seed}", sw, scored_sets(sw))
+                folder = ctx.out / "sanity" / f"seed{seed}"
+                _write_score_files(ctx, folder, sw, scored_sets(sw), names)
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(marker_key)
         if cached is not None:
