@@ -132,14 +132,18 @@ def test_benchmark_config_root_errors(tmp_path):
 
 @pytest.fixture(scope="module")
 def imagenet_tree(tmp_path_factory):
-    """ImageNet-1K train (3 images per class) and val class folders, the whole ImageNet-21K
-    release holding the ImageNet-OOD images, and a 21K-P winter21 val tree of SSB's files."""
+    """ImageNet-1K train (3 images per class) and the 50,000 val images in class folders, the
+    whole ImageNet-21K release holding the ImageNet-OOD images, and a 21K-P winter21 val tree of
+    SSB's files."""
     root = tmp_path_factory.mktemp("imagenet")
     in1k = root / "imagenet1k"
-    for wnid in load_classlist("imagenet1k").ids:
+    wnids = load_classlist("imagenet1k").ids
+    for wnid in wnids:
         for k in range(3):
             touch(in1k / "train" / wnid / f"{wnid}_{k}.JPEG")
-        touch(in1k / "val" / wnid / f"ILSVRC2012_val_{wnid[1:]}.JPEG")
+        (in1k / "val" / wnid).mkdir(parents=True)
+    for k in range(1, 50_001):
+        touch(in1k / "val" / wnids[(k - 1) % 1000] / f"ILSVRC2012_val_{k:08d}.JPEG")
     whole = root / "whole"
     for rel in imagenet_ood_images():
         touch(whole / rel)
@@ -153,7 +157,7 @@ def imagenet_tree(tmp_path_factory):
 def test_check_imagenet_ood_counts_and_missing_files(imagenet_tree):
     roots = {"imagenet1k": imagenet_tree / "imagenet1k", "imagenet21k": imagenet_tree / "whole"}
     result = check_benchmark("imagenet-ood", roots, train_per_class=2)
-    assert result.counts == {"id_train": 2000, "id_test": 1000, "imagenet-ood": 31_802}
+    assert result.counts == {"id_train": 2000, "id_test": 50_000, "imagenet-ood": 31_802}
     assert result.list_hash == list_hash("imagenet-ood")
     with pytest.raises(InputError, match="holds 3 images, fewer than per_class=4"):
         check_benchmark("imagenet-ood", roots, train_per_class=4)
@@ -174,7 +178,7 @@ def test_check_imagenet_ood_counts_and_missing_files(imagenet_tree):
 def test_check_ssb_imagenet(imagenet_tree):
     roots = {"imagenet1k": imagenet_tree / "imagenet1k", "imagenet21k": imagenet_tree / "p21k"}
     result = check_benchmark("ssb-imagenet", roots, train_per_class=3)
-    assert result.counts == {"id_train": 3000, "id_test": 1000, "easy": 50_000, "hard": 49_000}
+    assert result.counts == {"id_train": 3000, "id_test": 50_000, "easy": 50_000, "hard": 49_000}
     # the whole-release tree is not a 21K-P tree: the SSB val files are not there
     with pytest.raises(InputError, match=r"set easy: .*listed images missing"):
         check_benchmark(
@@ -227,18 +231,30 @@ def _mini_cub(root: Path, per_class: int = 1) -> Path:
     return top
 
 
+def _car_name(k: int) -> str:
+    """Class ``k`` of the miniature Stanford Cars in devkit order (names.csv line k + 1): the
+    sorted folder order is a different permutation, and one name holds a "/" as in the real
+    release."""
+    if k == 173:
+        return "Ram C/V Cargo Van Minivan 2012"
+    return f"Make{(83 * k) % 196:03d} Model Sedan {2000 + k % 13}"
+
+
 def _car(k: int) -> str:
-    """The name of class folder ``k`` of the miniature Stanford Cars (sorted order = k)."""
-    return f"Make{k:03d} Model Sedan {2000 + k % 13}"
+    """The class folder of devkit class ``k``."""
+    return _car_name(k).replace("/", "-")
 
 
 def _mini_scars(root: Path) -> Path:
-    """car_data/car_data/{train,test}/<class name>/ with 196 classes, one 8x8 JPEG in each."""
+    """The Kaggle folder release: car_data/car_data/{train,test}/<class name>/ with 196
+    classes, one 8x8 JPEG in each, and names.csv (devkit order) beside car_data/."""
     top = root / "car_data" / "car_data"
     rng = np.random.default_rng(1)
     for split in ("train", "test"):
         for k in range(196):
             _image(top / split / _car(k) / f"{split}{k:05d}.jpg", rng, k)
+    (root / "names.csv").write_text("".join(f"{_car_name(k)}\n" for k in range(196)))
+    assert sorted(map(_car, range(196))) != [_car(k) for k in range(196)]
     return top
 
 

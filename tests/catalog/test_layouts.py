@@ -311,31 +311,60 @@ def test_aircraft_split_missing_a_variant_is_refused(tmp_path):
 
 # --- Stanford Cars --------------------------------------------------------------------------
 
+#: devkit (cars_meta.mat / names.csv) order: not sorted; one name holds a "/"
 CARS = ["smart fortwo Convertible 2012", "Acura RL Sedan 2012", "AM General Hummer SUV 2000",
-        "Ram C-V Cargo Van Minivan 2012"]  # fmt: skip
+        "Ram C/V Cargo Van Minivan 2012"]  # fmt: skip
+FOLDERS = [c.replace("/", "-") for c in CARS]
 
 
-def _cars(parent: Path) -> Path:
+def _cars(parent: Path, names_csv: bool = True) -> Path:
+    """The Kaggle folder release SSB uses: car_data/car_data/{train,test}/<class>/, names.csv."""
     top = parent / "car_data" / "car_data"
     for split in ("train", "test"):
-        for k, c in enumerate(CARS):
+        for k, c in enumerate(FOLDERS):
             touch(top / split / c / f"0{k}123.jpg")
+    if names_csv:
+        (parent / "names.csv").write_text("".join(f"{c}\n" for c in CARS))
     return top
 
 
-def test_cars_label_is_imagefolder_order(tmp_path):
+def test_cars_label_is_the_devkit_order_of_names_csv(tmp_path):
+    """SSB's scars indices follow cars_meta.mat (= names.csv), not ImageFolder's sorted order."""
     top = _cars(tmp_path)
     src = stanford_cars(tmp_path, "test")
+    assert src.classes is not None and list(src.classes.ids) == FOLDERS
+    # each image's label is the position of its folder's class in names.csv
+    assert src.labels.tolist() == [FOLDERS.index(c) for c in src.groups["class_id"]]
+    assert sorted(src.groups["class_id"]) == src.groups["class_id"]  # read in folder order
+    assert src.labels.tolist() == [2, 1, 3, 0]
+    # the same from car_data/car_data/ itself (names.csv found two levels up)
+    assert stanford_cars(top, "test").labels.tolist() == src.labels.tolist()
+
+
+def test_cars_sorted_order_is_imagefolder_and_differs(tmp_path):
+    top = _cars(tmp_path, names_csv=False)
+    with pytest.raises(InputError, match=r"names.csv .*not found.*order='sorted'"):
+        stanford_cars(tmp_path, "test")
+    src = stanford_cars(tmp_path, "test", order="sorted")
     assert src.classes is not None
     ids = list(src.classes.ids)
-    assert ids == sorted(CARS) and ids[0] == "AM General Hummer SUV 2000"
-    assert [ids[k] for k in src.labels.tolist()] == src.groups["class_id"]
+    assert ids == sorted(FOLDERS) and ids[0] == "AM General Hummer SUV 2000"
     from torchvision.datasets import ImageFolder
 
     ref = ImageFolder(str(top / "test"), loader=lambda p: p)
     assert ref.class_to_idx == {c: k for k, c in enumerate(ids)}
     assert [t for _, t in ref.samples] == src.labels.tolist()
-    assert stanford_cars(top, "test").names == src.names
+    (tmp_path / "names.csv").write_text("".join(f"{c}\n" for c in CARS))
+    devkit = stanford_cars(tmp_path, "test").labels.tolist()
+    assert devkit != src.labels.tolist()  # what SSB's DATA.md warns about
+
+
+def test_cars_folder_not_in_names_csv(tmp_path):
+    top = _cars(tmp_path)
+    for split in ("train", "test"):
+        touch(top / split / "Audi TT Coupe 2012" / "1.jpg")
+    with pytest.raises(InputError, match=r"Audi TT Coupe 2012 is not a class of .*names.csv"):
+        stanford_cars(tmp_path, "test")
 
 
 def test_cars_train_and_test_must_hold_the_same_classes(tmp_path):
@@ -343,6 +372,44 @@ def test_cars_train_and_test_must_hold_the_same_classes(tmp_path):
     touch(top / "train" / "Audi TT Coupe 2012" / "1.jpg")
     with pytest.raises(InputError, match=r"different class folders.*'Audi TT Coupe 2012'"):
         stanford_cars(tmp_path, "test")
+
+
+def _cars_devkit(parent: Path) -> Path:
+    """The original release as torchvision reads it: stanford_cars/{cars_train, cars_test,
+    devkit/cars_meta.mat, devkit/cars_train_annos.mat, cars_test_annos_withlabels.mat}."""
+    from scipy.io import savemat
+
+    top = parent / "stanford_cars"
+    (top / "devkit").mkdir(parents=True)
+    savemat(top / "devkit" / "cars_meta.mat",
+            {"class_names": np.array([CARS], dtype=object)})  # fmt: skip
+    dtype = [("bbox_x1", "O"), ("bbox_y1", "O"), ("bbox_x2", "O"), ("bbox_y2", "O"),
+             ("class", "O"), ("fname", "O")]  # fmt: skip
+    for split, annos in (("train", top / "devkit" / "cars_train_annos.mat"),
+                         ("test", top / "cars_test_annos_withlabels.mat")):  # fmt: skip
+        rows = []
+        for i, cls in enumerate([3, 1, 4, 2, 3]):  # 1-based devkit classes
+            fname = f"{i + 1:05d}.jpg"
+            touch(top / f"cars_{split}" / fname)
+            rows.append((1, 1, 5, 5, np.uint8(cls), fname))
+        savemat(annos, {"annotations": np.array([rows], dtype=dtype)})
+    return top
+
+
+def test_cars_original_devkit_release(tmp_path):
+    top = _cars_devkit(tmp_path)
+    for root in (tmp_path, top):
+        src = stanford_cars(root, "test")
+        assert src.labels.tolist() == [2, 0, 3, 1, 2]  # class - 1
+        assert src.names[0] == "cars_test/00001.jpg"
+        assert src.groups["class_id"][0] == "AM General Hummer SUV 2000"
+        assert src.classes is not None and list(src.classes.ids) == CARS
+    assert len(stanford_cars(tmp_path, "train")) == 5
+    (top / "cars_test" / "00004.jpg").unlink()
+    with pytest.raises(InputError, match=r"1 of 5 listed images are missing.*cars_test/00004.jpg"):
+        stanford_cars(tmp_path, "test")
+    with pytest.raises(InputError, match="order='sorted' applies to the folder release only"):
+        stanford_cars(tmp_path, "train", order="sorted")
 
 
 # --- ImageNet-R / -Sketch / -O / -C ---------------------------------------------------------

@@ -24,6 +24,7 @@ config written today re-runs with ``semshift run``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import time
@@ -35,12 +36,14 @@ from typing import Any, Literal
 import numpy as np
 
 from semshift.catalog.layouts import (
+    check_sample,
     cub200,
     fgvc_aircraft,
     imagenet1k,
     imagenet21k,
     open_layout,
     register_layout,
+    sample_positions,
     stanford_cars,
 )
 from semshift.catalog.lists import (
@@ -53,7 +56,7 @@ from semshift.catalog.lists import (
     published_split,
     ssb_imagenet21k_val_files,
 )
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, did_you_mean
 from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
@@ -86,7 +89,8 @@ class BenchmarkSet:
     ``layout`` and ``params`` are the reader of :mod:`semshift.catalog.layouts` that reads it.
     ``images`` and ``classes`` are the sizes the shipped lists fix (None: not fixed by a list,
     e.g. the CUB test images of a class). ``optional`` sets are read only when their root is
-    given (the covariate sets of ImageNet-OOD).
+    given (the covariate sets of ImageNet-OOD). ``corruption`` (``{name, severity}``): semshift's
+    own corruption applied to the images (:mod:`semshift.features.corruptions`).
     """
 
     name: str
@@ -100,12 +104,15 @@ class BenchmarkSet:
     semantic_level: int | None = None
     covariate_level: int | None = None
     optional: bool = False
+    corruption: Mapping[str, Any] | None = None
 
     def source_config(self, root: Path) -> dict[str, Any]:
         """This set's entry in a run config's ``data`` section."""
         out: dict[str, Any] = {
             "layout": {"name": self.layout, "root": str(root), "params": dict(self.params)}
         }
+        if self.corruption is not None:
+            out["corruption"] = dict(self.corruption)
         if self.role in ("ood", "covariate"):
             out["role"] = self.role
             for key in ("split", "semantic_level", "covariate_level"):
@@ -120,8 +127,11 @@ class Benchmark:
     """A published benchmark: its sets, the roots they need, its lists and its protocols.
 
     ``build(**options)`` returns the sets; ``options`` are its keyword options with their
-    defaults (``medium_as_hard``, ``train_per_class``). ``num_classes`` is the size of the
-    classifier's head the benchmark evaluates.
+    defaults (``medium_as_hard``, ``train_per_class``, ...). Every benchmark also takes
+    ``sample``: that many images of each set, evenly spaced over its list
+    (:func:`~semshift.catalog.layouts.sample_positions`), for a quick look; a sampled run is
+    labelled as such and is not comparable with the literature. ``num_classes`` is the size of
+    the classifier's head the benchmark evaluates.
     """
 
     name: str
@@ -136,16 +146,29 @@ class Benchmark:
 
     def sets(self, **options: Any) -> tuple[BenchmarkSet, ...]:
         """The benchmark's sets for these options (unknown options raise ``InputError``)."""
-        return self.build(**self._options(options))
+        opts = self._options(options)
+        sample = check_sample(opts.pop("sample"), "sample")
+        sets = self.build(**opts)
+        if sample is None:
+            return sets
+        return tuple(
+            dataclasses.replace(
+                s,
+                params={**s.params, "sample": sample},
+                images=None if s.images is None else min(s.images, sample),
+            )
+            for s in sets
+        )
 
     def _options(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(given) - set(self.options))
+        known = {**self.options, "sample": None}
+        unknown = sorted(set(given) - set(known))
         if unknown:
-            ok = ", ".join(self.options) or "none"
             raise InputError(
-                f"benchmark {self.name!r} takes no option {', '.join(unknown)}; options: {ok}"
+                f"benchmark {self.name!r} takes no option {', '.join(unknown)}; options: "
+                f"{', '.join(known)}"
             )
-        return {**self.options, **given}
+        return {**known, **given}
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -198,22 +221,16 @@ def _bin_classes(benchmark: str, bin: str, medium_as_hard: bool) -> list[str]:
     return list(bins[bin])
 
 
-def _subset(
+def _relabel(
     src: ImageSource,
     keep: Sequence[int],
     labels: Sequence[int],
     classes: ClassList | None,
     kind: str,
 ) -> ImageSource:
-    return ImageSource(
-        src.root,
-        kind,
-        [src.paths[i] for i in keep],
-        [src.names[i] for i in keep],
-        np.asarray(labels, np.int64),
-        classes,
-        groups={k: [v[i] for i in keep] for k, v in src.groups.items()},
-        skipped=list(src.skipped),
+    """The samples at ``keep`` with new labels and classes."""
+    return dataclasses.replace(
+        src.take(keep, kind), labels=np.asarray(labels, np.int64), classes=classes
     )
 
 
@@ -257,7 +274,7 @@ def ssb_split(
     if not keep:
         raise InputError(f"ssb_split: {benchmark} {split} under {root} has no image of bin {bin}")
     if bin != "known":
-        return _subset(src, keep, [-1] * len(keep), None, f"{src.kind}-ssb-{bin}")
+        return _relabel(src, keep, [-1] * len(keep), None, f"{src.kind}-ssb-{bin}")
     labels = [position[str(int(src.labels[i]))] for i in keep]
     full = src.classes
     ids = tuple(full.ids[int(c)] if full is not None else c for c in wanted)
@@ -265,11 +282,22 @@ def ssb_split(
     cl = ClassList(
         f"{benchmark}-known", ids, names, f"published:{benchmark}", tuple(range(1, len(ids) + 1))
     )
-    return _subset(src, keep, labels, cl, f"{src.kind}-ssb-known")
+    return _relabel(src, keep, labels, cl, f"{src.kind}-ssb-known")
 
 
-def _list_selection(listing: str) -> tuple[Literal["files", "wnids"], list[str]]:
-    """What a list name selects from ImageNet-21K: image files, or whole class folders."""
+def _list_selection(
+    listing: str, sample: int | None = None
+) -> tuple[Literal["files", "wnids"], list[str]]:
+    """What a list name selects from ImageNet-21K: image files (``sample`` of them, evenly
+    spaced over the sorted list, when given), or whole class folders."""
+    kind, items = _list_items(listing)
+    if kind == "files" and sample is not None:
+        items = sorted(items)
+        items = [items[i] for i in sample_positions(len(items), sample).tolist()]
+    return kind, items
+
+
+def _list_items(listing: str) -> tuple[Literal["files", "wnids"], list[str]]:
     head, _, tail = listing.partition(":")
     if listing == "imagenet-ood":
         return "files", imagenet_ood_images()
@@ -297,6 +325,7 @@ def imagenet21k_list(
     split: str = "val",
     *,
     missing: str = "error",
+    sample: int | None = None,
 ) -> ImageSource:
     """ImageNet-21K images selected by a shipped list named ``listing`` (every label -1).
 
@@ -305,11 +334,15 @@ def imagenet21k_list(
     ``ssb-imagenet-fall11:easy`` / ``:hard`` (every image of the bin's class folders) and
     ``isood:cov_<i>_sem_<j>`` (an IS-OOD cell). ``root``, ``release`` and ``split`` as in
     :func:`~semshift.catalog.layouts.imagenet21k`. Missing files raise one ``InputError`` with
-    their number and the first few paths.
+    their number and the first few paths. ``sample``: that many images evenly spaced over the
+    sorted list (:func:`~semshift.catalog.layouts.sample_positions`), the only ones read.
     """
-    kind, items = _list_selection(listing)
+    kind, items = _list_selection(listing, sample)
     if kind == "wnids":
-        return imagenet21k(root, release, split, wnids=items)
+        src = imagenet21k(root, release, split, wnids=items)
+        if sample is None or sample >= len(src):
+            return src
+        return src.take(sample_positions(len(src), sample), kind=f"{src.kind}-sample{sample}")
     try:
         src = imagenet21k(root, release, split, files=items, missing="skip")
     except InputError as err:
@@ -337,7 +370,12 @@ def _is_image(name: str) -> bool:
 
 
 def _count_21k_list(
-    root: Path, listing: str, release: str = "winter21", split: str = "val", **_ignored: Any
+    root: Path,
+    listing: str,
+    release: str = "winter21",
+    split: str = "val",
+    sample: int | None = None,
+    **_ignored: Any,
 ) -> int:
     """How many images of a shipped 21K list are present: one ``os.scandir`` per folder.
 
@@ -346,9 +384,10 @@ def _count_21k_list(
     the same one-line ``InputError``; a class folder outside the release's 21K-P class list
     too.
     """
-    kind, items = _list_selection(listing)
+    kind, items = _list_selection(listing, sample)
     if kind == "wnids":
-        return len(imagenet21k(root, release, split, wnids=items))
+        return len(open_layout("imagenet21k_list", root, listing=listing, release=release,
+                               split=split, sample=sample))  # fmt: skip
     sub = f"imagenet21k_{split}"
     p_tree = (root / sub).is_dir()
     tree = root / sub if p_tree else root
@@ -384,20 +423,24 @@ def _count_21k_list(
 
 
 @register_layout("imagenet1k_subset")
-def imagenet1k_subset(root: str | Path, per_class: int = 50) -> ImageSource:
+def imagenet1k_subset(
+    root: str | Path, per_class: int = 50, *, sample: int | None = None
+) -> ImageSource:
     """``per_class`` ImageNet-1K training images of every class, chosen deterministically.
 
     In each ``train/<wnid>/`` folder (or the Kaggle ``ILSVRC/Data/CLS-LOC/train/``) the image
     names are sorted and ``per_class`` of them taken at evenly spaced positions
     (``numpy.linspace(0, n - 1, per_class)`` rounded down), so the same release gives the same
     subset on every machine. One ``os.scandir`` per class folder, no ``stat`` per file.
+    ``sample``: that many of the ``1000 * per_class`` images, evenly spaced over the
+    class-major order; only the class folders they fall in are read.
 
     Returns
     -------
     ImageSource
         Labels = index in the shipped ``imagenet1k`` list; names ``train/<wnid>/<file>``.
     """
-    if not isinstance(per_class, int) or per_class < 1:
+    if isinstance(per_class, bool) or not isinstance(per_class, int) or per_class < 1:
         raise InputError(f"imagenet1k_subset: per_class={per_class!r}: use a positive integer")
     base = Path(root)
     top = next(
@@ -410,11 +453,17 @@ def imagenet1k_subset(root: str | Path, per_class: int = 50) -> ImageSource:
     cl = load_classlist("imagenet1k")
     train = top / "train"
     top_s = str(top.resolve())
+    # the (class, pick) pairs: every class's per_class picks, or a sample of them
+    flat = sample_positions(len(cl.ids) * per_class, sample)
+    wanted: dict[int, list[int]] = {}
+    for k, j in zip((flat // per_class).tolist(), (flat % per_class).tolist(), strict=True):
+        wanted.setdefault(k, []).append(j)
     paths: list[str] = []
     names: list[str] = []
     labels: list[int] = []
     lost: list[str] = []
-    for k, wnid in enumerate(cl.ids):
+    for k, picks_wanted in wanted.items():
+        wnid = cl.ids[k]
         try:
             with os.scandir(train / wnid) as entries:
                 found = sorted(e.name for e in entries if _is_image(e.name))
@@ -427,34 +476,51 @@ def imagenet1k_subset(root: str | Path, per_class: int = 50) -> ImageSource:
                 f"per_class={per_class}"
             )
         picks = np.linspace(0, len(found) - 1, per_class).astype(np.int64)
-        for j in picks.tolist():
+        for j in picks[picks_wanted].tolist():
             rel = f"train/{wnid}/{found[j]}"
             names.append(rel)
             paths.append(os.path.join(top_s, "train", wnid, found[j]))
             labels.append(k)
     if lost:
         raise InputError(
-            f"imagenet1k_subset: {len(lost)} of {len(cl.ids)} class folders missing under {top}, "
+            f"imagenet1k_subset: {len(lost)} of {len(wanted)} class folders missing under {top}, "
             f"first: {', '.join(lost[:_SHOW])}"
         )
     groups = {"class_id": [n.split("/")[1] for n in names]}
-    return ImageSource(
-        top, "imagenet1k-train-subset", paths, names, np.asarray(labels, np.int64), cl, groups
-    )
+    kind = "imagenet1k-train-subset" + (f"-sample{sample}" if sample is not None else "")
+    return ImageSource(top, kind, paths, names, np.asarray(labels, np.int64), cl, groups)
+
+
+#: ImageNet-1K's 50,000 validation images, as released (``ILSVRC2012_val_00000001`` ...)
+IMAGENET1K_VAL_IMAGES = 50_000
+
+
+def _in1k_listing(listing: str) -> list[str]:
+    """File names (without folder) of a shipped ImageNet-1K list: ``val`` or ``isood:test|val``."""
+    if listing == "val":
+        return [f"ILSVRC2012_val_{k:08d}.JPEG" for k in range(1, IMAGENET1K_VAL_IMAGES + 1)]
+    head, _, kind = listing.partition(":")
+    if head != "isood" or kind not in ("test", "val"):
+        raise InputError(f"imagenet1k_list: listing={listing!r}: use val, isood:test or isood:val")
+    return [p.rsplit("/", 1)[-1] for p in isood_imagenet1k(kind)]  # type: ignore[arg-type]
 
 
 @register_layout("imagenet1k_list")
-def imagenet1k_list(root: str | Path, listing: str = "isood:test") -> ImageSource:
-    """The ImageNet-1K validation images of a shipped list (``isood:test`` or ``isood:val``).
+def imagenet1k_list(
+    root: str | Path, listing: str = "val", *, sample: int | None = None
+) -> ImageSource:
+    """The ImageNet-1K validation images of a list: ``val`` (all 50,000, as released) or IS-OOD's
+    ``isood:test`` (45,000) / ``isood:val`` (5,000).
 
-    The IS-OOD lists name flat files ``./val/ILSVRC2012_val_N.JPEG``; the val folder may be flat
-    or in class folders (read by :func:`~semshift.catalog.layouts.imagenet1k`), an image is
-    matched by its file name. Labels as that reader gives them.
+    The lists name files ``ILSVRC2012_val_N.JPEG``; the val folder may be flat or in class
+    folders (read by :func:`~semshift.catalog.layouts.imagenet1k`), an image is matched by its
+    file name. Every listed image must be present. ``sample``: that many images evenly spaced
+    over the sorted list, the only ones that must be present. Labels as that reader gives them.
     """
-    head, _, kind = listing.partition(":")
-    if head != "isood" or kind not in ("test", "val"):
-        raise InputError(f"imagenet1k_list: listing={listing!r}: use isood:test or isood:val")
-    wanted = {p.rsplit("/", 1)[-1] for p in isood_imagenet1k(kind)}  # type: ignore[arg-type]
+    names = sorted(_in1k_listing(listing))
+    if sample is not None:
+        names = [names[i] for i in sample_positions(len(names), sample).tolist()]
+    wanted = set(names)
     src = imagenet1k(root, "val")
     keep = [i for i, n in enumerate(src.names) if n.rsplit("/", 1)[-1] in wanted]
     if len(keep) < len(wanted):
@@ -464,7 +530,8 @@ def imagenet1k_list(root: str | Path, listing: str = "isood:test") -> ImageSourc
             f"imagenet1k_list {listing}: {len(lost)} of {len(wanted)} listed images missing "
             f"under {root}, first: {', '.join(lost[:_SHOW])}"
         )
-    return _subset(src, keep, src.labels[keep].tolist(), src.classes, f"{src.kind}-{kind}")
+    tag = listing.replace(":", "-") + (f"-sample{sample}" if sample is not None else "")
+    return src.take(keep, kind=f"{src.kind}-{tag}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,8 +572,9 @@ def _in1k_id(train_per_class: int, test: BenchmarkSet | None = None) -> list[Ben
         {"per_class": train_per_class}, images=1000 * train_per_class, classes=1000,
     )  # fmt: skip
     val = BenchmarkSet(
-        "id_test", "id_test", "imagenet1k", "imagenet1k", {"split": "val"}, classes=1000
-    )
+        "id_test", "id_test", "imagenet1k", "imagenet1k_list", {"listing": "val"},
+        images=IMAGENET1K_VAL_IMAGES, classes=1000,
+    )  # fmt: skip
     return [train, test or val]
 
 
@@ -528,7 +596,37 @@ def _ssb_imagenet(bench: str, release: str) -> Callable[..., tuple[BenchmarkSet,
     return build
 
 
-def _imagenet_ood(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
+def _corruption_sets(corruptions: Sequence[str]) -> list[BenchmarkSet]:
+    """ImageNet-1K val with semshift's own corruptions, one set per ``name:severity``."""
+    from semshift.features.corruptions import CORRUPTIONS, SEVERITIES
+
+    out: list[BenchmarkSet] = []
+    seen: set[str] = set()
+    for item in corruptions:
+        name, sep, sev = str(item).partition(":")
+        if not sep or not sev.isdigit() or int(sev) not in SEVERITIES:
+            raise InputError(f"corruption {item!r}: expected NAME:SEVERITY with severity 1..5")
+        if name not in CORRUPTIONS:
+            raise InputError(
+                f"corruption {item!r}: unknown corruption {name!r}"
+                f"{did_you_mean(name, CORRUPTIONS)}; known: {', '.join(CORRUPTIONS)}"
+            )
+        set_name = f"corrupt-{name}-{sev}"
+        if set_name in seen:
+            raise InputError(f"corruption {item!r} given twice")
+        seen.add(set_name)
+        out.append(
+            BenchmarkSet(set_name, "covariate", "imagenet1k", "imagenet1k_list",
+                         {"listing": "val"}, images=IMAGENET1K_VAL_IMAGES, classes=1000,
+                         covariate_level=int(sev),
+                         corruption={"name": name, "severity": int(sev)})
+        )  # fmt: skip
+    return out
+
+
+def _imagenet_ood(
+    *, train_per_class: int, c_by_severity: bool, corruptions: Sequence[str]
+) -> tuple[BenchmarkSet, ...]:
     images = imagenet_ood_images()
     sets = _in1k_id(train_per_class)
     sets.append(
@@ -536,9 +634,18 @@ def _imagenet_ood(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
                      {"listing": "imagenet-ood"}, images=len(images),
                      classes=len({p.split("/", 1)[0] for p in images}), split="imagenet-ood")
     )  # fmt: skip
-    for name, root in (("imagenet-r", "imagenet_r"), ("imagenet-sketch", "imagenet_sketch"),
-                       ("imagenet-c", "imagenet_c")):  # fmt: skip
+    for name, root in (("imagenet-r", "imagenet_r"), ("imagenet-sketch", "imagenet_sketch")):
         sets.append(BenchmarkSet(name, "covariate", root, root, {}, optional=True))
+    if c_by_severity:
+        for sev in range(1, 6):
+            sets.append(
+                BenchmarkSet(f"imagenet-c-{sev}", "covariate", "imagenet_c", "imagenet_c",
+                             {"severity": sev}, optional=True, covariate_level=sev)
+            )  # fmt: skip
+    else:
+        sets.append(BenchmarkSet("imagenet-c", "covariate", "imagenet_c", "imagenet_c", {},
+                                 optional=True))  # fmt: skip
+    sets.extend(_corruption_sets(corruptions))
     return tuple(sets)
 
 
@@ -624,7 +731,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             "imagenet-ood",
             1000,
             {"newclass_failure": {}, "osr": {}},
-            {"train_per_class": 50},
+            {"train_per_class": 50, "c_by_severity": False, "corruptions": ()},
             _imagenet_ood,
             needs=f"imagenet1k: {_IN_NEEDS}; imagenet21k: the whole ImageNet-21K release "
             "(<wnid>/<wnid>_N.JPEG, fall11_whole or winter21_whole); optional imagenet_r, "
@@ -694,12 +801,20 @@ def _used(
     return [s for s in bench.sets(**options) if s.root in roots]
 
 
-def benchmark_record(name: str, conventions: str = "exact") -> dict[str, str]:
-    """What a run records of its benchmark: ``{name, list_hash, fpr_convention}``."""
+def benchmark_record(
+    name: str, conventions: str = "exact", sample: int | None = None
+) -> dict[str, Any]:
+    """What a run records of its benchmark: ``{name, list_hash, fpr_convention}``, and
+    ``sample`` (images per set) when the run measured a sample, not the published sets."""
     bench = get_benchmark(name)
     if conventions not in ("exact", "openood"):
         raise InputError(f"conventions={conventions!r}: use exact or openood")
-    return {"name": bench.name, "list_hash": bench.list_hash, "fpr_convention": conventions}
+    out: dict[str, Any] = {
+        "name": bench.name, "list_hash": bench.list_hash, "fpr_convention": conventions,
+    }  # fmt: skip
+    if check_sample(sample, "sample") is not None:
+        out["sample"] = sample
+    return out
 
 
 def benchmark_config(
@@ -730,16 +845,16 @@ def benchmark_config(
         Detector names or ``{name, params}`` entries.
     conventions : {"exact", "openood"}
     **options
-        The benchmark's options (``medium_as_hard``, ``train_per_class``).
+        The benchmark's options (``medium_as_hard``, ``train_per_class``, ``sample``, ...).
 
     Returns
     -------
     dict
-        Its ``name`` records the benchmark, its list hash and the FPR convention
-        (:func:`benchmark_record` gives them as a mapping).
+        Its ``name`` records the benchmark, its list hash, the FPR convention and the sample
+        size when sampled (:func:`benchmark_record` gives them as a mapping).
     """
     bench = get_benchmark(name)
-    rec = benchmark_record(name, conventions)
+    rec = benchmark_record(name, conventions, options.get("sample"))
     paths = _roots(bench, roots)
     data: dict[str, Any] = {"sets": {}}
     for s in _used(bench, paths, options):
@@ -751,7 +866,12 @@ def benchmark_config(
     m = dict(model)
     m.setdefault("num_classes", bench.num_classes)
     return {
-        "name": f"{rec['name']} (lists {rec['list_hash']}, fpr {rec['fpr_convention']})",
+        "name": f"{rec['name']} (lists {rec['list_hash']}, fpr {rec['fpr_convention']})"
+        + (
+            f" SAMPLE of {rec['sample']} images per set: not the published benchmark"
+            if "sample" in rec
+            else ""
+        ),
         "output": str(Path(out).expanduser().resolve()),
         "model": m,
         "data": data,

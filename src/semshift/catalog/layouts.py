@@ -36,18 +36,21 @@ import csv
 import itertools
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, did_you_mean
 from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
 __all__ = [
     "LAYOUTS",
+    "check_sample",
     "cub200",
     "fgvc_aircraft",
     "imagenet1k",
@@ -56,10 +59,12 @@ __all__ = [
     "imagenet_o",
     "imagenet_r",
     "imagenet_sketch",
+    "layout_parameters",
     "list_layouts",
     "open_layout",
     "openood_list",
     "register_layout",
+    "sample_positions",
     "stanford_cars",
 ]
 
@@ -692,65 +697,171 @@ def fgvc_aircraft(root: str | Path, split: str = "test", *, missing: str = "erro
     return rows.source(top, "fgvc_aircraft", cl)
 
 
-def stanford_cars(root: str | Path, split: str = "test") -> ImageSource:
-    """Stanford Cars, the folder release: label = position in the sorted class-folder names.
+def _cars_names_csv(path: Path) -> list[str]:
+    """The 196 class names of the Kaggle release's ``names.csv``, in the devkit's order."""
+    names: list[str] = []
+    for lineno, line in _read_lines(path, "stanford_cars"):
+        row = next(csv.reader([line]))
+        name = row[0].strip() if row else ""
+        if not name:
+            raise InputError(f"{path}, line {lineno}: empty class name")
+        names.append(name)
+    return names
 
-    This is torchvision ``ImageFolder``'s order (``sorted`` over the sub-folder names of the
-    split folder), which SSB's loader uses and its ``ssb_scars_splits.json`` indices refer to.
-    When the other split's folder is present it must hold the same class folders, otherwise the
-    two splits would index classes differently.
+
+def _mat(path: Path, key: str, layout: str) -> Any:
+    """Array ``key`` of a MATLAB file (read with scipy; never executes anything)."""
+    from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError
+
+    try:
+        mat = loadmat(str(path), squeeze_me=True)
+    except FileNotFoundError:
+        raise InputError(f"{layout}: {path} not found") from None
+    except (OSError, ValueError, MatReadError, NotImplementedError) as err:
+        raise InputError(f"{layout}: cannot read {path}: {err}") from None
+    if key not in mat:
+        raise InputError(f"{layout}: {path} has no {key!r} array")
+    return mat[key]
+
+
+def _cars_devkit(top: Path, split: str) -> ImageSource:
+    """The original release: ``cars_<split>/`` images, labels and class names from the devkit."""
+    layout = f"stanford_cars {split}"
+    devkit = top / "devkit"
+    names = [str(n) for n in np.atleast_1d(_mat(devkit / "cars_meta.mat", "class_names", layout))]
+    if split == "train":
+        annos = devkit / "cars_train_annos.mat"
+    else:
+        annos = next(
+            (a for a in (top / "cars_test_annos_withlabels.mat",
+                         devkit / "cars_test_annos_withlabels.mat") if a.is_file()),
+            top / "cars_test_annos_withlabels.mat",
+        )  # fmt: skip
+    table = np.atleast_1d(_mat(annos, "annotations", layout))
+    fields = table.dtype.names or ()
+    if "class" not in fields or "fname" not in fields:
+        raise InputError(
+            f"{layout}: {annos} has no 'class' labels (the test labels are in "
+            "cars_test_annos_withlabels.mat)"
+        )
+    folder = f"cars_{split}"
+    rows = _Rows(top)
+    entries = [(str(a["fname"]), int(np.asarray(a["class"]).ravel()[0])) for a in table.ravel()]
+    _check_files(top, [f"{folder}/{f}" for f, _ in entries], layout, "error")
+    for fname, cls in entries:
+        if not 1 <= cls <= len(names):
+            raise InputError(f"{layout}: {annos}: class {cls} of {fname} is not in 1..{len(names)}")
+        rows.add(f"{folder}/{fname}", cls - 1, class_id=names[cls - 1])
+    cl = ClassList(
+        "stanford_cars", tuple(names), tuple(names), f"{devkit / 'cars_meta.mat'}",
+        tuple(range(1, len(names) + 1)),
+    )  # fmt: skip
+    return rows.source(top, f"stanford_cars-{split}", cl)
+
+
+def stanford_cars(root: str | Path, split: str = "test", *, order: str = "devkit") -> ImageSource:
+    """Stanford Cars: label = the class's index in the devkit's ``cars_meta.mat`` order.
+
+    That is the order SSB's ``scars_ssb_splits.json`` indices follow (SSB's loaders map class
+    names through it, and its DATA.md warns that ImageFolder's sorted folder order differs).
+    Two releases are read:
+
+    - the folder release SSB uses (Kaggle ``stanford-car-dataset-by-classes-folder``):
+      ``car_data/car_data/{train,test}/<class name>/`` with ``names.csv`` (the 196 names in
+      devkit order) beside ``car_data/``; a ``/`` in a name is ``-`` in its folder
+      (``Ram C/V Cargo Van Minivan 2012``);
+    - the original release (as torchvision's ``StanfordCars`` reads it): ``cars_train/``,
+      ``cars_test/``, ``devkit/cars_meta.mat``, ``devkit/cars_train_annos.mat`` and
+      ``cars_test_annos_withlabels.mat``; label = the annotation's ``class`` - 1.
 
     Parameters
     ----------
     root : str or Path
-        The folder holding ``train/`` and ``test/`` (``car_data/car_data/``), or a parent of it
-        (``car_data/`` or the folder holding ``car_data/``).
+        The folder holding ``car_data/`` and ``names.csv`` (or ``car_data/car_data/`` itself, its
+        parent, ...), or the original release's folder (or its parent ``stanford_cars/``).
     split : {"train", "test"}
+    order : {"devkit", "sorted"}
+        ``"sorted"``: position in the sorted class-folder names (torchvision ``ImageFolder``),
+        for a folder tree without ``names.csv``. It does NOT match SSB's class indices.
 
     Returns
     -------
     ImageSource
-        Names ``<split>/<class name>/<file>``; group ``class_id`` = class name.
+        Names ``<split>/<class folder>/<file>`` (folder release) or ``cars_<split>/<file>``;
+        group ``class_id`` = class name (the folder name in the folder release).
 
     Examples
     --------
     >>> import tempfile
-    >>> top = Path(tempfile.mkdtemp()) / "car_data" / "car_data"
+    >>> base = Path(tempfile.mkdtemp())
+    >>> top = base / "car_data" / "car_data"
     >>> for name in ("smart fortwo Convertible 2012", "AM General Hummer SUV 2000"):
     ...     (top / "test" / name).mkdir(parents=True)
     ...     (top / "test" / name / "00001.jpg").touch()
-    >>> src = stanford_cars(top.parent.parent, "test")
+    >>> _ = (base / "names.csv").write_text("AM General Hummer SUV 2000\nAcura RL Sedan 2012\n"
+    ...                                     "smart fortwo Convertible 2012\n")
+    >>> src = stanford_cars(base, "test")
     >>> src.groups["class_id"], src.labels.tolist()
-    (['AM General Hummer SUV 2000', 'smart fortwo Convertible 2012'], [0, 1])
+    (['AM General Hummer SUV 2000', 'smart fortwo Convertible 2012'], [0, 2])
     """
     if split not in ("train", "test"):
         raise InputError(f"stanford_cars: split={split!r}: use 'train' or 'test'")
+    if order not in ("devkit", "sorted"):
+        raise InputError(f"stanford_cars: order={order!r}: use 'devkit' or 'sorted'")
     layout = f"stanford_cars {split}"
+    base = _root(root, "stanford_cars")
+    for cand in ("", "stanford_cars"):
+        top = base / cand if cand else base
+        if (top / "devkit" / "cars_meta.mat").is_file():
+            if order != "devkit":
+                raise InputError(f"{layout}: order='sorted' applies to the folder release only")
+            return _cars_devkit(top, split)
     top = _locate(
         root, "stanford_cars", split, ("", "car_data", os.path.join("car_data", "car_data"))
     )
-    names, loose = _scan(top / split)
-    if loose or not names:
+    folders, loose = _scan(top / split)
+    if loose or not folders:
         raise InputError(f"{layout}: expected only class folders in {top / split}")
     other = "train" if split == "test" else "test"
     if (top / other).is_dir():
         theirs, _ = _scan(top / other)
-        if theirs != names:
-            diff = sorted(set(names) ^ set(theirs))
+        if theirs != folders:
+            diff = sorted(set(folders) ^ set(theirs))
             raise InputError(
                 f"{layout}: {top / split} and {top / other} hold different class folders "
-                f"({len(diff)} differ, first {diff[0]!r}); the sorted indices would not agree"
+                f"({len(diff)} differ, first {diff[0]!r})"
+            )
+    if order == "sorted":
+        names = list(folders)
+        source = f"class folders of {top / split} (sorted; not SSB's devkit order)"
+    else:
+        csv_path = next(
+            (d / "names.csv" for d in (top, top.parent, top.parent.parent)
+             if (d / "names.csv").is_file()),
+            None,
+        )  # fmt: skip
+        if csv_path is None:
+            raise InputError(
+                f"{layout}: names.csv (the devkit's class order, which SSB's indices follow) not "
+                f"found beside {top.parent}; order='sorted' reads ImageFolder's order instead"
+            )
+        names = [n.replace("/", "-") for n in _cars_names_csv(csv_path)]
+        source = str(csv_path)
+        dup = sorted(n for n, c in Counter(names).items() if c > 1)
+        if dup:
+            raise InputError(f"{layout}: {csv_path} lists {dup[0]!r} twice")
+        stray = sorted(set(folders) - set(names))
+        if stray:
+            raise InputError(
+                f"{layout}: class folder {top / split / stray[0]} is not a class of {csv_path} "
+                f"({len(stray)} such folders)"
             )
     index = {n: k for k, n in enumerate(names)}
     rows = _Rows(top)
     _wnid_tree(top / split, f"{split}/", rows, index.__getitem__, layout)
-    cl = ClassList(
-        "stanford_cars",
-        tuple(names),
-        tuple(names),
-        f"class folders of {top / split}",
-        tuple(range(1, len(names) + 1)),
-    )
+    cl = ClassList("stanford_cars", tuple(names), tuple(names), source,
+                   tuple(range(1, len(names) + 1)))  # fmt: skip
     return rows.source(top, f"stanford_cars-{split}", cl)
 
 
@@ -987,8 +1098,48 @@ def list_layouts() -> list[str]:
     return sorted(LAYOUTS)
 
 
-def open_layout(name: str, root: str | Path, **params: Any) -> ImageSource:
+def sample_positions(n: int, sample: int | None) -> NDArray[np.int64]:
+    """Positions of ``sample`` items evenly spaced over ``n`` (every position when ``sample`` is
+    None or at least ``n``): ``floor(linspace(0, n - 1, sample))``, distinct and increasing.
+
+    >>> sample_positions(10, 4).tolist()
+    [0, 3, 6, 9]
+    """
+    if sample is None or sample >= n:
+        return np.arange(n, dtype=np.int64)
+    return np.floor(np.linspace(0, n - 1, sample)).astype(np.int64)
+
+
+def layout_parameters(name: str) -> list[str]:
+    """The parameters layout ``name`` accepts besides ``root`` (``sample`` is accepted by all)."""
+    import inspect
+
+    fn = LAYOUTS.get(name)
+    if fn is None:
+        hint = did_you_mean(name, list(LAYOUTS))
+        raise UnknownNameError(f"unknown layout {name!r}{hint}; known: {', '.join(list_layouts())}")
+    accepted = [p for p in inspect.signature(fn).parameters if p != "root"]
+    return accepted if "sample" in accepted else [*accepted, "sample"]
+
+
+def check_sample(sample: object, where: str = "sample") -> int | None:
+    """``sample`` as a positive int (or None); anything else raises a one-line ``InputError``."""
+    if sample is None:
+        return None
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
+        raise InputError(f"{where}={sample!r}: use a positive number of images per set")
+    return sample
+
+
+def open_layout(
+    name: str, root: str | Path, *, sample: int | None = None, **params: Any
+) -> ImageSource:
     """The images of a release read by the layout ``name`` from ``root``.
+
+    ``sample`` keeps that many images, evenly spaced over the set's order
+    (:func:`sample_positions`): a quick look, not the published set. Readers of fixed lists
+    (those taking a ``sample`` parameter) select before reading, so only the sampled files need
+    be present; the others read the whole set first.
 
     Raises
     ------
@@ -997,19 +1148,20 @@ def open_layout(name: str, root: str | Path, **params: Any) -> ImageSource:
     InputError
         A parameter the reader does not take, or the reader's own one-line errors.
     """
-    import difflib
-    import inspect
-
-    fn = LAYOUTS.get(name)
-    if fn is None:
-        close = difflib.get_close_matches(name, list(LAYOUTS), n=2)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise UnknownNameError(f"unknown layout {name!r}{hint}; known: {', '.join(list_layouts())}")
-    accepted = [p for p in inspect.signature(fn).parameters if p != "root"]
+    accepted = layout_parameters(name)
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise InputError(
             f"layout {name!r} takes no parameter {', '.join(unknown)}; accepted: "
-            f"{', '.join(accepted) or '(none)'}"
+            f"{', '.join(accepted)}"
         )
-    return fn(root, **params)
+    import inspect
+
+    n = check_sample(sample, f"layout {name!r}: sample")
+    fn = LAYOUTS[name]
+    if n is not None and "sample" in inspect.signature(fn).parameters:
+        return fn(root, sample=n, **params)
+    src = fn(root, **params)
+    if n is None or n >= len(src):
+        return src
+    return src.take(sample_positions(len(src), n), kind=f"{src.kind}-sample{n}")

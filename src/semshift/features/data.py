@@ -164,6 +164,24 @@ class ImageSource:
     def __len__(self) -> int:
         return len(self.paths)
 
+    def take(self, keep: Sequence[int], kind: str | None = None) -> ImageSource:
+        """The samples at positions ``keep`` (in that order), with their labels and groups.
+
+        ``kind`` renames the subset (default: this source's kind); classes and skipped files
+        are kept.
+        """
+        idx = [int(i) for i in keep]
+        return ImageSource(
+            self.root,
+            self.kind if kind is None else kind,
+            [self.paths[i] for i in idx],
+            [self.names[i] for i in idx],
+            np.asarray(self.labels, np.int64)[np.asarray(idx, np.int64)],
+            self.classes,
+            groups={k: [v[i] for i in idx] for k, v in self.groups.items()},
+            skipped=list(self.skipped),
+        )
+
     def fingerprint(self) -> str:
         """SHA-256 over (name, file size, label) of every sample and the class ids.
 

@@ -580,22 +580,23 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
 
 
 def _check_layout(path: str, layout: LayoutConfig, fail: Any, exists: Any) -> None:
-    import inspect
+    from semshift.catalog.layouts import LAYOUTS, check_sample, layout_parameters, list_layouts
 
-    from semshift.catalog.layouts import LAYOUTS, list_layouts
-
-    fn = LAYOUTS.get(layout.name)
-    if fn is None:
+    if layout.name not in LAYOUTS:
         hint = did_you_mean(layout.name, list_layouts())
         fail(f"{path}.name", f"unknown layout {layout.name!r}{hint}; known: "
              f"{', '.join(list_layouts())}")  # fmt: skip
         return
     exists(f"{path}.root", layout.root, "dataset root")
-    accepted = [p for p in inspect.signature(fn).parameters if p != "root"]
+    accepted = layout_parameters(layout.name)
     unknown = sorted(set(layout.params) - set(accepted))
     if unknown:
         fail(f"{path}.params", f"layout {layout.name!r} takes no parameter "
              f"{', '.join(unknown)}; accepted: {', '.join(accepted)}")  # fmt: skip
+    try:
+        check_sample(layout.params.get("sample"), "sample")
+    except InputError as err:
+        fail(f"{path}.params.sample", str(err))
 
 
 #: The ranking metrics OpenOOD v1.5's conventions replace (AUROC is the same under both).
