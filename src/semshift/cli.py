@@ -1049,6 +1049,35 @@ KeepMediumOption = Annotated[
         help="SSB fine-grained: keep Medium as its own set (SSB merges it into Hard).",
     ),
 ]
+SampleOption = Annotated[
+    int | None,
+    typer.Option(
+        "--sample",
+        help="A quick look: N images of each set, evenly spaced over its list (labelled as a "
+        "sample; not comparable with the literature).",
+    ),
+]
+CBySeverityOption = Annotated[
+    bool,
+    typer.Option("--c-by-severity", help="imagenet-ood: one ImageNet-C set per severity (1..5)."),
+]
+CorruptOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--corrupt",
+        help="imagenet-ood: NAME:SEVERITY, ImageNet val with semshift's own corruption as a "
+        "covariate set (repeatable).",
+    ),
+]
+
+#: benchmark option -> the command-line flag that sets it
+_BENCHMARK_FLAGS = {
+    "train_per_class": "--train-per-class",
+    "medium_as_hard": "--keep-medium",
+    "c_by_severity": "--c-by-severity",
+    "corruptions": "--corrupt",
+    "sample": "--sample",
+}
 
 
 def _roots_option(items: list[str] | None) -> dict[str, Path]:
@@ -1063,12 +1092,39 @@ def _roots_option(items: list[str] | None) -> dict[str, Path]:
     return out
 
 
-def _benchmark_options(train_per_class: int | None, keep_medium: bool) -> dict[str, object]:
+def _benchmark_options(
+    name: str,
+    train_per_class: int | None = None,
+    keep_medium: bool = False,
+    sample: int | None = None,
+    c_by_severity: bool = False,
+    corrupt: list[str] | None = None,
+) -> dict[str, object]:
+    """The benchmark options the flags set, each checked to apply to benchmark ``name``."""
+    from semshift.catalog.benchmarks import get_benchmark
+
+    bench = get_benchmark(name)
+    for flag, value in (("--train-per-class", train_per_class), ("--sample", sample)):
+        if value is not None and value < 1:
+            raise SemshiftError(f"{flag}: expected a positive number, got {value}")
     options: dict[str, object] = {}
     if train_per_class is not None:
         options["train_per_class"] = train_per_class
     if keep_medium:
         options["medium_as_hard"] = False
+    if sample is not None:
+        options["sample"] = sample
+    if c_by_severity:
+        options["c_by_severity"] = True
+    if corrupt:
+        options["corruptions"] = tuple(corrupt)
+    takes = [*bench.options, "sample"]
+    for key in options:
+        if key not in takes:
+            flags = ", ".join(_BENCHMARK_FLAGS[k] for k in takes)
+            raise SemshiftError(
+                f"{_BENCHMARK_FLAGS[key]} does not apply to {name} (it takes {flags})"
+            )
     return options
 
 
@@ -1108,13 +1164,15 @@ def benchmark_check(
     root: RootOption = None,
     train_per_class: TrainPerClassOption = None,
     keep_medium: KeepMediumOption = False,
+    sample: SampleOption = None,
+    c_by_severity: CBySeverityOption = False,
+    corrupt: CorruptOption = None,
 ) -> None:
     """Verify that every image the benchmark lists is on disk; print the count per set."""
     from semshift.catalog.benchmarks import check_benchmark
 
-    result = check_benchmark(
-        name, _roots_option(root), **_benchmark_options(train_per_class, keep_medium)
-    )
+    options = _benchmark_options(name, train_per_class, keep_medium, sample, c_by_severity, corrupt)
+    result = check_benchmark(name, _roots_option(root), **options)
     table = Table(title=f"{result.name} (lists {result.list_hash})")
     table.add_column("set")
     table.add_column("images", justify="right")
@@ -1152,6 +1210,9 @@ def benchmark_run(
     ] = None,
     train_per_class: TrainPerClassOption = None,
     keep_medium: KeepMediumOption = False,
+    sample: SampleOption = None,
+    c_by_severity: CBySeverityOption = False,
+    corrupt: CorruptOption = None,
     force: ForceOption = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -1168,6 +1229,7 @@ def benchmark_run(
         m["preset"] = preset
     if weights and not Path(weights).is_absolute() and Path(weights).is_file():
         m["weights"] = str(Path(weights).resolve())  # config.json lives in OUT, not here
+    options = _benchmark_options(name, train_per_class, keep_medium, sample, c_by_severity, corrupt)
     cfg = benchmark_config(
         name,
         roots=_roots_option(root),
@@ -1175,7 +1237,7 @@ def benchmark_run(
         out=out,
         detectors=[_detector_spec(d) for d in detector] if detector else DEFAULT_DETECTORS,
         conventions=conventions or "exact",
-        **_benchmark_options(train_per_class, keep_medium),
+        **options,
     )
     if bootstrap is not None:
         cfg["bootstrap"] = {"n_resamples": bootstrap}
@@ -1183,7 +1245,7 @@ def benchmark_run(
     loaded = load_config(cfg, source=where)  # validated before anything is written
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    record = benchmark_record(name, cfg["conventions"])
+    record = benchmark_record(name, cfg["conventions"], sample)
     (out / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
     result = run(loaded, progress=not quiet, force=force)
     _print_run(result)

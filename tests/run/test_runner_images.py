@@ -241,13 +241,15 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
 
 def test_a_set_read_by_a_release_layout(image_config, tmp_path):
     """data.<set>.layout: a public release's own layout (here Stanford Cars' folder release,
-    label = position in the sorted class folders) is extracted like an image folder."""
+    label = position of the class in names.csv, the devkit order) is extracted like an image
+    folder."""
     import pandas as pd
 
     root, base = image_config
     cars = tmp_path / "cars" / "car_data" / "car_data"
     _write_images(cars / "train", {"r": (6, 0), "g": (6, 1), "b": (6, 2)}, 0)
     _write_images(cars / "test", {"r": (4, 0), "g": (4, 1), "b": (4, 2)}, 1)
+    (tmp_path / "cars" / "names.csv").write_text("r\nb\ng\n")
     lay = {"name": "stanford_cars", "root": str(tmp_path / "cars")}
     cfg = {
         **{k: v for k, v in base.items() if k != "classes"},
@@ -263,8 +265,8 @@ def test_a_set_read_by_a_release_layout(image_config, tmp_path):
     result = run(cfg, progress=False)
     assert not result.errors
     test = pd.read_parquet(tmp_path / "out" / "scores" / "id_test.parquet")
-    # sorted class folders b, g, r -> labels 0, 1, 2 (torchvision ImageFolder order)
-    expected = {"b": 0, "g": 1, "r": 2}
+    # names.csv lists r, b, g -> labels 0, 1, 2 (not the sorted folder order)
+    expected = {"r": 0, "b": 1, "g": 2}
     assert (test["label"] == test["class_id"].map(expected)).all()
     assert len(test) == 12
     bad = {**cfg, "data": {**cfg["data"], "id_test": {"layout": {**lay, "name": "stanford_car"}}}}

@@ -579,6 +579,14 @@ def _in1k_id(train_per_class: int, test: BenchmarkSet | None = None) -> list[Ben
 
 
 def _ssb_imagenet(bench: str, release: str) -> Callable[..., tuple[BenchmarkSet, ...]]:
+    """SSB ImageNet: the known classes are all 1,000 ImageNet-1K classes for both releases.
+
+    The fall11 pickle's ``known_classes`` holds 991 wnids: exactly the ImageNet-1K classes
+    present in ImageNet-21K-P fall11. The released loader (osr_closed_set_all_you_need,
+    ``data/imagenet.py``, ``get_image_net_datasets``) never reads them: it trains and tests
+    on the whole ImageNet-1K, as this benchmark does.
+    """
+
     def build(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
         man = published_split(bench)
         files = ssb_imagenet21k_val_files() if release == "winter21" else {}
@@ -714,7 +722,8 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark(
             "ssb-imagenet-fall11",
-            "SSB ImageNet, fall11 lists: every 21K-P fall11 val image of the Easy / Hard classes",
+            "SSB ImageNet, fall11 lists: every 21K-P fall11 val image of the Easy / Hard classes; "
+            "known = all 1,000 ImageNet-1K classes, as the released loader used them",
             "ssb-imagenet-fall11",
             1000,
             {"osr": {}},
@@ -878,6 +887,7 @@ def benchmark_config(
         "detectors": [d if isinstance(d, str) else dict(d) for d in detectors],
         "protocols": {k: dict(v) for k, v in bench.protocols.items()},
         "conventions": conventions,
+        "report": {"formats": ["html", "md"]},
     }
 
 

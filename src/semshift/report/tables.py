@@ -1138,7 +1138,8 @@ def headline_table(results: ResultsLike, *, ci: bool = False) -> Table:
     if "decomposition" in present:
         return decomposition_table(res, ci=ci)
     if "graded" in present:
-        metric = graded_metrics(res)[0]
+        # no cell with a value (every cell n/a, e.g. too small): the AUROC table shows the n/a
+        metric = next(iter(graded_metrics(res)), "auroc")
         return graded_level_table(res, metric=metric, ci=ci)
     if "operating_point" in present:
         return operating_point_overview_table(res, ci=ci)
