@@ -42,6 +42,15 @@ def touch(path: Path) -> None:
         pass
 
 
+def touch_all(root: Path, rels: list[str]) -> None:
+    """Empty files ``root/<rel>``: each folder made once, each file one ``os.open``."""
+    for folder in {rel.rpartition("/")[0] for rel in rels}:
+        os.makedirs(os.path.join(root, folder), exist_ok=True)
+    flags = os.O_CREAT | os.O_WRONLY
+    for rel in rels:
+        os.close(os.open(os.path.join(root, rel), flags, 0o644))
+
+
 def test_doctests():
     result = doctest.testmod(benchmarks_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
@@ -136,21 +145,14 @@ def imagenet_tree(tmp_path_factory):
     whole ImageNet-21K release holding the ImageNet-OOD images, and a 21K-P winter21 val tree of
     SSB's files."""
     root = tmp_path_factory.mktemp("imagenet")
-    in1k = root / "imagenet1k"
     wnids = load_classlist("imagenet1k").ids
-    for wnid in wnids:
-        for k in range(3):
-            touch(in1k / "train" / wnid / f"{wnid}_{k}.JPEG")
-        (in1k / "val" / wnid).mkdir(parents=True)
-    for k in range(1, 50_001):
-        touch(in1k / "val" / wnids[(k - 1) % 1000] / f"ILSVRC2012_val_{k:08d}.JPEG")
-    whole = root / "whole"
-    for rel in imagenet_ood_images():
-        touch(whole / rel)
-    p = root / "p21k" / "imagenet21k_val"
-    for wnid, names in ssb_imagenet21k_val_files().items():
-        for n in names:
-            touch(p / wnid / n)
+    rels = [f"imagenet1k/train/{w}/{w}_{k}.JPEG" for w in wnids for k in range(3)]
+    rels += [f"imagenet1k/val/{wnids[(k - 1) % 1000]}/ILSVRC2012_val_{k:08d}.JPEG"
+             for k in range(1, 50_001)]  # fmt: skip
+    rels += [f"whole/{rel}" for rel in imagenet_ood_images()]
+    rels += [f"p21k/imagenet21k_val/{w}/{n}" for w, names in ssb_imagenet21k_val_files().items()
+             for n in names]  # fmt: skip
+    touch_all(root, rels)
     return root
 
 
