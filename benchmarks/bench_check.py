@@ -1,7 +1,8 @@
 """`semshift benchmark check` on a generated tree of empty files vs a bare ``os.scandir`` walk.
 
 The tree is what ``ssb-imagenet`` reads: ImageNet-1K ``train/<wnid>/`` (the bulk of the files),
-``val/<wnid>/`` (10 per class) and SSB's 99,000 ImageNet-21K-P winter21 val files. The check
+the 50,000 ``val/<wnid>/ILSVRC2012_val_N.JPEG`` files and SSB's 99,000 ImageNet-21K-P winter21
+val files. The check
 (:func:`semshift.catalog.check_benchmark`, ``train_per_class=50``) lists every folder and
 verifies every listed file; the reference walks the same tree with ``os.scandir`` alone
 (recursion, ``DirEntry.is_dir``, a count). Both are timed twice, alternately, on a warm page
@@ -22,7 +23,7 @@ from pathlib import Path
 from semshift.catalog import check_benchmark, ssb_imagenet21k_val_files
 from semshift.taxonomy import load_classlist
 
-VAL_PER_CLASS = 10
+VAL_IMAGES = 50_000
 
 
 def _touch_all(folder: Path, names: list[str]) -> None:
@@ -36,16 +37,16 @@ def generate(root: Path, files: int) -> int:
     wnids = load_classlist("imagenet1k").ids
     ssb = ssb_imagenet21k_val_files()
     n_ssb = sum(len(v) for v in ssb.values())
-    per_class = max(50, (files - n_ssb - VAL_PER_CLASS * len(wnids)) // len(wnids))
+    per_class = max(50, (files - n_ssb - VAL_IMAGES) // len(wnids))
+    val: dict[str, list[str]] = {w: [] for w in wnids}
+    for k in range(1, VAL_IMAGES + 1):  # image k in class folder k mod 1000, as released names
+        val[wnids[(k - 1) % len(wnids)]].append(f"ILSVRC2012_val_{k:08d}.JPEG")
     for w in wnids:
         _touch_all(root / "imagenet1k" / "train" / w, [f"{w}_{k}.JPEG" for k in range(per_class)])
-        _touch_all(
-            root / "imagenet1k" / "val" / w,
-            [f"ILSVRC2012_val_{w[1:]}{k:02d}.JPEG" for k in range(VAL_PER_CLASS)],
-        )
+        _touch_all(root / "imagenet1k" / "val" / w, val[w])
     for w, names in ssb.items():
         _touch_all(root / "p21k" / "imagenet21k_val" / w, names)
-    return len(wnids) * (per_class + VAL_PER_CLASS) + n_ssb
+    return len(wnids) * per_class + VAL_IMAGES + n_ssb
 
 
 def bare_walk(root: Path) -> int:

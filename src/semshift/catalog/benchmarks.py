@@ -41,6 +41,7 @@ from semshift.catalog.layouts import (
     fgvc_aircraft,
     imagenet1k,
     imagenet21k,
+    is_image_name,
     open_layout,
     register_layout,
     sample_positions,
@@ -57,7 +58,7 @@ from semshift.catalog.lists import (
     ssb_imagenet21k_val_files,
 )
 from semshift.errors import InputError, UnknownNameError, did_you_mean
-from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
+from semshift.features.data import ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
 __all__ = [
@@ -359,16 +360,6 @@ def imagenet21k_list(
     )
 
 
-_EXT_CASES = tuple({e for x in IMAGE_EXTENSIONS for e in (x, x.upper())})
-
-
-def _is_image(name: str) -> bool:
-    if name.endswith(_EXT_CASES):  # one C-level call for the usual spellings
-        return True
-    dot = name.rfind(".")
-    return dot > 0 and name[dot:].lower() in IMAGE_EXTENSIONS
-
-
 def _count_21k_list(
     root: Path,
     listing: str,
@@ -452,7 +443,7 @@ def imagenet1k_subset(
         )
     cl = load_classlist("imagenet1k")
     train = top / "train"
-    top_s = str(top.resolve())
+    prefix = os.path.join(str(top.resolve()), "train", "")  # joined by hand: no join per file
     # the (class, pick) pairs: every class's per_class picks, or a sample of them
     flat = sample_positions(len(cl.ids) * per_class, sample)
     wanted: dict[int, list[int]] = {}
@@ -466,7 +457,7 @@ def imagenet1k_subset(
         wnid = cl.ids[k]
         try:
             with os.scandir(train / wnid) as entries:
-                found = sorted(e.name for e in entries if _is_image(e.name))
+                found = sorted(e.name for e in entries if is_image_name(e.name))
         except OSError:
             lost.append(f"train/{wnid}/")
             continue
@@ -479,7 +470,7 @@ def imagenet1k_subset(
         for j in picks[picks_wanted].tolist():
             rel = f"train/{wnid}/{found[j]}"
             names.append(rel)
-            paths.append(os.path.join(top_s, "train", wnid, found[j]))
+            paths.append(f"{prefix}{wnid}{os.sep}{found[j]}")
             labels.append(k)
     if lost:
         raise InputError(

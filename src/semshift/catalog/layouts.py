@@ -59,6 +59,7 @@ __all__ = [
     "imagenet_o",
     "imagenet_r",
     "imagenet_sketch",
+    "is_image_name",
     "layout_parameters",
     "list_layouts",
     "open_layout",
@@ -78,8 +79,16 @@ _21K_RELEASES = {"winter21": "imagenet21k-p-winter21", "fall11": "imagenet21k-p"
 # ---------------------------------------------------------------------------------------------
 
 
-def _is_image(name: str) -> bool:
-    return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+_EXT_CASES = tuple({e for x in IMAGE_EXTENSIONS for e in (x, x.upper())})
+
+
+def is_image_name(name: str) -> bool:
+    """Whether a file name has an image extension (any case): one C-level ``endswith`` for the
+    usual spellings, the lower-cased suffix otherwise."""
+    if name.endswith(_EXT_CASES):
+        return True
+    dot = name.rfind(".")
+    return dot > 0 and name[dot:].lower() in IMAGE_EXTENSIONS
 
 
 def _scan(folder: Path) -> tuple[list[str], list[str]]:
@@ -97,7 +106,7 @@ def _scan(folder: Path) -> tuple[list[str], list[str]]:
                     continue
                 if e.is_dir():
                     dirs.append(e.name)
-                elif _is_image(e.name):
+                elif is_image_name(e.name):
                     images.append(e.name)
     except OSError as err:
         raise InputError(f"cannot list folder {folder}: {err.strerror or err}") from None
@@ -143,6 +152,7 @@ class _Rows:
 
     def __init__(self, top: Path) -> None:
         self.top = str(top.resolve())  # resolved once; files are joined to it (no stat per file)
+        self._prefix = os.path.join(self.top, "")
         self.paths: list[str] = []
         self.names: list[str] = []
         self.labels: list[int] = []
@@ -150,7 +160,7 @@ class _Rows:
         self.skipped: list[tuple[str, str]] = []
 
     def add(self, name: str, label: int, **groups: Any) -> None:
-        self.paths.append(os.path.join(self.top, *name.split("/")))
+        self.paths.append(self._prefix + (name if os.sep == "/" else name.replace("/", os.sep)))
         self.names.append(name)
         self.labels.append(label)
         for key, value in groups.items():
