@@ -222,3 +222,30 @@ def test_sample_flag_errors(tmp_path, weights, semshift):
     assert "--keep-medium does not apply to ssb-imagenet" in r.stderr
     r = semshift("benchmark", "check", "ssb-cub", "--c-by-severity", "--root", f"cub={tmp_path}")
     assert r.returncode == 2 and "--c-by-severity does not apply to ssb-cub" in r.stderr
+
+
+def test_ssb_imagenet_fall11_sample_run(tmp_path, weights, semshift):
+    """The fall11 variant selects whole 21K-P fall11 class folders of each bin: every folder
+    must be present; the sample is taken over the images they hold."""
+    from semshift.catalog import published_split
+
+    bins = published_split("ssb-imagenet-fall11").bins
+    in1k, p21k = tmp_path / "in1k", tmp_path / "p21k"
+    _in1k(in1k, _val_list())
+    for b in ("easy", "hard"):
+        for i, w in enumerate(bins[b]):
+            _image(p21k / "imagenet21k_val" / w / f"{w}_{i}.JPEG", i)
+    roots = {"imagenet1k": in1k, "imagenet21k": p21k}
+    counts = check_benchmark("ssb-imagenet-fall11", roots, train_per_class=1, sample=N).counts
+    assert counts == {"id_train": N, "id_test": N, "easy": N, "hard": N}
+    out = tmp_path / "out"
+    r = semshift(*_args("ssb-imagenet-fall11", roots, weights, out, "-d", "mls"))
+    assert r.returncode == 0, r.stderr
+    for b in ("easy", "hard"):
+        folders = [p.split("/")[-2] for p in _scores(out, b)["path"]]
+        assert folders == _evenly(list(bins[b]))  # one image per folder: the folders sampled
+    gone = bins["hard"][3]
+    (p21k / "imagenet21k_val" / gone / f"{gone}_3.JPEG").unlink()
+    (p21k / "imagenet21k_val" / gone).rmdir()
+    with pytest.raises(InputError, match=rf"set hard: .*1 class folders missing.*{gone}"):
+        check_benchmark("ssb-imagenet-fall11", roots, train_per_class=1, sample=N)
