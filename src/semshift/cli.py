@@ -327,10 +327,30 @@ def splits_superclass(
     min_subclasses: Annotated[int, typer.Option(help="Drop smaller super-classes.")] = 10,
     threshold: Annotated[float, typer.Option(help="Cosine threshold of the text fallback.")] = 0.5,
     sense: Annotated[str, typer.Option(help="most-subclasses or first.")] = "most-subclasses",
+    scores: Annotated[
+        Path | None,
+        typer.Option(
+            help="Per-image scores CSV (class, score[, superclass, path]): also build the "
+            "IID / Easy / Hard sub-class split (images.csv, subclasses.csv)."
+        ),
+    ] = None,
+    score_over: Annotated[
+        str | None,
+        typer.Option(
+            help="With --scores: a sub-class's score averages 'all' its images (the paper's "
+            "released code; default) or the 'kept' ones inside 1.5 IQR."
+        ),
+    ] = None,
 ) -> None:
-    """SOOD super-classes: match names to nodes, gather sub-classes (no images needed)."""
-    from semshift.splits.superclass import build_superclasses
+    """SOOD super-classes: match names to nodes, gather sub-classes (no images needed); with
+    --scores, the IID / Easy / Hard split of the sub-classes."""
+    from semshift.errors import InputError
+    from semshift.splits.superclass import SCORE_OVER, build_score_split, build_superclasses
 
+    if score_over is not None and score_over not in SCORE_OVER:
+        raise InputError(f"--score-over must be 'all' or 'kept', got {score_over!r}")
+    if score_over is not None and scores is None:
+        raise InputError("--score-over applies only with --scores (the image-score stage)")
     t0 = time.perf_counter()
     result = build_superclasses(
         names,
@@ -352,10 +372,22 @@ def splits_superclass(
             r.superclass, r.node_name, r.matched_by, str(r.subclasses), "yes" if r.kept else "no"
         )
     console.print(table)
+    written = "split.json, audit.csv, superclasses.csv"
+    if scores is not None:
+        stage2 = build_score_split(result, scores, score_over=score_over or "all")
+        stage2.write(out)  # its split.json (IID / Easy / Hard bins) replaces stage 1's
+        counts = stage2.manifest.extra["counts"]
+        split_table = Table(title=f"sub-class splits (score over {score_over or 'all'} images)")
+        for col in ("split", "sub-classes"):
+            split_table.add_column(col)
+        for name in ("iid", "easy", "hard"):
+            split_table.add_row(name, str(counts[f"bin_{name}"]))
+        console.print(split_table)
+        written += ", images.csv, subclasses.csv"
     console.print(
         f"{int(t.kept.sum())} of {len(t)} super-classes kept, "
-        f"{int(t.loc[t.kept, 'subclasses'].sum())} sub-classes | wrote {out}/split.json, "
-        f"audit.csv, superclasses.csv in {time.perf_counter() - t0:.1f} s"
+        f"{int(t.loc[t.kept, 'subclasses'].sum())} sub-classes | wrote {out}/{written} "
+        f"in {time.perf_counter() - t0:.1f} s"
     )
 
 

@@ -62,7 +62,7 @@ def test_get_passes_hyperparameters_and_rejects_unknown_ones() -> None:
         ("nnguide", {"k": 100, "alpha": 0.01, "backend": "auto"}),
         ("gen", {"gamma": 0.1, "M": 100}),
         ("temp_scaling", {}),
-        ("openmax", {"alpha": 3, "tail_size": 20}),
+        ("openmax", {"alpha": 3, "tail_size": 20, "weibull": "libmr", "translate_amount": 1.0}),
         ("react", {"percentile": 90.0}),
         ("ash_b", {"percentile": 90.0}),
         ("ash_p", {"percentile": 90.0}),

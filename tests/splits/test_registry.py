@@ -84,7 +84,7 @@ FUNCTIONS = {
         build_superclasses,
         {},
         {"scores": None, "iqr_factor": split_by_scores, "easy": split_by_scores}
-        | {"iid": split_by_scores},
+        | {"iid": split_by_scores, "score_over": split_by_scores},
         {"allow_empty": True},
     ),
     "graded": (build_graded_split, {"levels": "n_levels"}, {}, {}),

@@ -154,9 +154,13 @@ def test_split_by_scores_percentiles_and_outliers():
     assert images["outlier"].tolist() == [False] * 50 + [True]
     subs = subs.set_index("subclass")
     assert subs.loc["sub4", "images"] == 11 and subs.loc["sub4", "kept_images"] == 10
-    kept = images[~images.outlier]
-    mean4 = kept.loc[kept["subclass"] == "sub4", "normalised"].mean()
+    # a sub-class's score averages all its images, the outlier included (score_over="all")
+    mean4 = images.loc[images["subclass"] == "sub4", "normalised"].mean()
     assert subs.loc["sub4", "score"] == pytest.approx(mean4)
+    kept = images[~images.outlier]
+    _, subs_kept = split_by_scores(frame.sc, frame["sub"], frame.score, score_over="kept")
+    mean4_kept = kept.loc[kept["subclass"] == "sub4", "normalised"].mean()
+    assert subs_kept.set_index("subclass").loc["sub4", "score"] == pytest.approx(mean4_kept)
     # images carry their sub-class score: P20 falls on sub1's level, P40 on sub2's
     per_image = np.repeat(subs["score"].to_numpy(), subs["kept_images"].to_numpy())
     p20, p40 = np.percentile(per_image, [20, 40])

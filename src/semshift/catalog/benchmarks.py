@@ -199,7 +199,9 @@ class Benchmark:
 # layouts the benchmarks need (file selections the release readers do not express)
 # ---------------------------------------------------------------------------------------------
 
-_FINE = {"ssb-cub": cub200, "ssb-scars": stanford_cars, "ssb-aircraft": fgvc_aircraft}
+_FINE: dict[str, Callable[..., ImageSource]] = {
+    "ssb-cub": cub200, "ssb-scars": stanford_cars, "ssb-aircraft": fgvc_aircraft,
+}  # fmt: skip
 
 
 def _bin_classes(benchmark: str, bin: str, medium_as_hard: bool) -> list[str]:

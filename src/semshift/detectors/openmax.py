@@ -1,8 +1,12 @@
-"""OpenMax: Weibull-recalibrated logits with an explicit "unknown" class."""
+"""OpenMax: Weibull-recalibrated logits with an explicit "unknown" class.
+
+Method reference: docs/methods.md#openmax (and its row in
+docs/methods.md#departures-from-the-released-code).
+"""
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
@@ -11,11 +15,55 @@ from semshift.errors import InputError
 
 from ._base import Inputs, require_class_counts
 from ._common import F64, class_sums, logsumexp, row_blocks
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, StrOptions
 from ._registry import register_detector
 from .logit import LogitDetector
 
-__all__ = ["OpenMax"]
+__all__ = ["WEIBULL_FITS", "OpenMax", "weibull_fit_libmr", "weibull_fit_loc0"]
+
+#: The Weibull tail fits of :class:`OpenMax` (its ``weibull`` hyperparameter).
+WEIBULL_FITS = ("libmr", "mle")
+
+
+def _weibull_mle_log(lny: F64, valid: np.ndarray, top: F64) -> tuple[F64, F64]:
+    """Two-parameter Weibull MLE (location 0) of rows given ``lny = ln(x / top)`` (<= 0).
+
+    The shape k is the root of ``sum(y^k ln y) / sum(y^k) - 1/k - mean(ln y)`` (increasing in
+    k; y = x / top), found by Newton steps kept inside a bisection bracket, all rows together;
+    then ``scale = top * mean(y^k)^(1/k)``. Taking ``ln y`` as input lets a caller compute it
+    without cancellation when the samples sit far from 0 (the libMR shift).
+    """
+    lny = np.where(valid, lny, 0.0)
+    n = valid.sum(axis=1)
+    mean_ln = lny.sum(axis=1) / n  # < 0 when not all equal
+
+    def terms(k: F64) -> tuple[F64, F64, F64]:
+        w = np.where(valid, np.exp(k[:, None] * lny), 0.0)
+        s0 = w.sum(axis=1)
+        s1 = (w * lny).sum(axis=1) / s0
+        s2 = (w * lny * lny).sum(axis=1) / s0
+        return s0, s1, s2
+
+    # f(k) -> -inf as k -> 0 and -> -mean_ln > 0 as k -> inf: one root, bracketed. The bracket
+    # is wide because shifted tails (libMR) have shapes in the thousands to millions.
+    sd = np.sqrt(np.maximum(((lny - mean_ln[:, None]) ** 2 * valid).sum(axis=1) / n, 1e-300))
+    k = 1.2 / np.maximum(sd, 1e-300)  # the shape whose log-data spread matches (Gumbel sd)
+    lo, hi = np.full(lny.shape[0], 1e-8), np.full(lny.shape[0], 1e16)
+    k = np.clip(k, 1e-6, 1e15)
+    for _ in range(300):
+        _, s1, s2 = terms(k)
+        f = s1 - 1.0 / k - mean_ln
+        lo = np.where(f < 0, k, lo)
+        hi = np.where(f > 0, k, hi)
+        step = f / (s2 - s1 * s1 + 1.0 / (k * k))
+        nxt = k - step
+        nxt = np.where((nxt > lo) & (nxt < hi), nxt, np.sqrt(lo * hi))  # bisect (in log k)
+        if np.all(np.abs(nxt - k) <= 1e-14 * k):
+            k = nxt
+            break
+        k = nxt
+    s0, _, _ = terms(k)
+    return k, top * (s0 / n) ** (1.0 / k)
 
 
 def weibull_fit_loc0(x: F64, valid: np.ndarray) -> tuple[F64, F64]:
@@ -38,34 +86,50 @@ def weibull_fit_loc0(x: F64, valid: np.ndarray) -> tuple[F64, F64]:
     shape, scale : float64 arrays (m,)
     """
     top = np.where(valid, x, -np.inf).max(axis=1)
-    lny = np.where(valid, np.log(np.where(valid, x, 1.0) / top[:, None]), 0.0)  # <= 0
-    n = valid.sum(axis=1)
-    mean_ln = lny.sum(axis=1) / n  # < 0 when not all equal
+    lny = np.where(valid, np.log(np.where(valid, x, 1.0) / top[:, None]), 0.0)
+    return _weibull_mle_log(lny, valid, top)
 
-    def terms(k: F64) -> tuple[F64, F64, F64]:
-        w = np.where(valid, np.exp(k[:, None] * lny), 0.0)
-        s0 = w.sum(axis=1)
-        s1 = (w * lny).sum(axis=1) / s0
-        s2 = (w * lny * lny).sum(axis=1) / s0
-        return s0, s1, s2
 
-    # f(k) -> -inf as k -> 0 and -> -mean_ln > 0 as k -> inf: one root, bracketed
-    lo, hi = np.full(x.shape[0], 1e-6), np.full(x.shape[0], 1e6)
-    k = np.clip(1.2 / np.maximum(np.sqrt(np.maximum(lny.var(axis=1), 1e-300)), 1e-12), 1e-3, 1e3)
-    for _ in range(200):
-        _, s1, s2 = terms(k)
-        f = s1 - 1.0 / k - mean_ln
-        lo = np.where(f < 0, k, lo)
-        hi = np.where(f > 0, k, hi)
-        step = f / (s2 - s1 * s1 + 1.0 / (k * k))
-        nxt = k - step
-        nxt = np.where((nxt > lo) & (nxt < hi), nxt, np.sqrt(lo * hi))  # bisect (in log k)
-        if np.all(np.abs(nxt - k) <= 1e-14 * k):
-            k = nxt
-            break
-        k = nxt
-    s0, _, _ = terms(k)
-    return k, top * (s0 / n) ** (1.0 / k)
+def weibull_fit_libmr(
+    tails: F64, valid: np.ndarray, translate_amount: float = 1.0
+) -> tuple[F64, F64, F64]:
+    """libMR's ``FitHigh`` of each row of ``tails``, at once: shape, scale and small score.
+
+    What ``libmr.MR(translate_amount=T).fit_high(tail, len(tail))`` computes (libMR's
+    ``MetaRecognition::EvtGeneric``; pytorch-ood's ``LibNotMR.fit_high`` with T = 10000):
+    ``FitHigh`` sets ``sign = +1`` (larger is "more extreme", nothing is negated) and drops no
+    score; ``small_score`` is the smallest value of the tail; the tail is translated to
+    ``x + T - small_score`` (so its smallest value becomes T > 0) and a two-parameter Weibull
+    with location 0 is fitted to it by maximum likelihood (libMR's ``weibull_fit`` stops its
+    root search at a tolerance of 1e-6; here the likelihood equation is solved exactly, and
+    libMR's parameters agree to about 1e-5 relative). The w-score of a distance d is then
+    ``WeibullCDF(d + T - small_score)``, and 0 where that argument is negative (libMR's
+    ``weibull_cdf``).
+
+    Parameters
+    ----------
+    tails : float64 array (m, t)
+        Tail samples per row; entries where ``valid`` is False are ignored.
+    valid : bool array (m, t)
+        At least two valid, not all equal, samples per row.
+    translate_amount : float > 0, default 1.0
+        libMR's ``translate_amount`` T: 1 in the PyPI ``libmr`` 0.1.9 that OpenOOD installs
+        (``libmr.MR()``), 10000 in pytorch-ood's ``LibNotMR`` and older libMR sources.
+
+    Returns
+    -------
+    shape, scale : float64 arrays (m,)
+        Weibull parameters of the translated tail.
+    small_score : float64 array (m,)
+        The smallest tail value of each row.
+    """
+    small = np.where(valid, tails, np.inf).min(axis=1)
+    big = np.where(valid, tails, -np.inf).max(axis=1)
+    top = big - small + translate_amount  # the largest translated value
+    # ln(translated / top) = log1p((x - big) / top), free of the cancellation of ln(x + T)
+    lny = np.log1p(np.where(valid, tails - big[:, None], 0.0) / top[:, None])
+    shape, scale = _weibull_mle_log(lny, valid, top)
+    return shape, scale, small
 
 
 @register_detector
@@ -73,10 +137,22 @@ class OpenMax(LogitDetector):
     """OpenMax: ``-P(unknown)`` after Weibull recalibration of the top logits.
 
     Fit: the mean logit vector (MAV) mu_c of the correctly classified training samples of each
-    class; their Euclidean distances to mu_c; a two-parameter Weibull (location fixed at 0,
-    the maximum-likelihood fit of :func:`scipy.stats.weibull_min.fit` with ``floc=0``, solved
-    for all classes at once by :func:`weibull_fit_loc0`) on the ``tail_size`` largest
-    distances per class.
+    class; their Euclidean distances to mu_c; a Weibull fitted to the ``tail_size`` largest
+    distances per class, for all classes at once:
+
+    - ``weibull="libmr"`` (default): libMR's ``FitHigh``, as OpenOOD runs it (and ImageNet-OOD
+      through OpenOOD): the tail is translated by ``translate_amount - min(tail)`` before a
+      two-parameter (location 0) maximum-likelihood Weibull fit, and a test distance d is
+      translated the same way before its CDF (0 below the translated origin); see
+      :func:`weibull_fit_libmr`. ``translate_amount=1.0`` is what the PyPI ``libmr`` 0.1.9
+      that OpenOOD installs uses (``libmr.MR()``); ``10000`` reproduces pytorch-ood's
+      ``LibNotMR`` (and the older libMR sources it follows). The two translations give
+      visibly different scores (Spearman about 0.97 between them).
+    - ``weibull="mle"``: the maximum-likelihood two-parameter Weibull of the untranslated
+      distances (:func:`scipy.stats.weibull_min.fit` with ``floc=0``, :func:`weibull_fit_loc0`),
+      semshift's earlier default, a departure from every reference code: its scores rank
+      test samples close to, but not as, the reference (Spearman 0.988 against libMR's fit
+      with translation 1, 0.995 with 10000, on the agreement test's data, against 0.9999).
 
     Score: for the ``alpha`` largest logits, at rank r = 1..alpha (class c_r),
     ``w = 1 - ((alpha - r + 1) / alpha) * WeibullCDF_c(||z - mu_c||)``; other classes keep
@@ -91,13 +167,20 @@ class OpenMax(LogitDetector):
         Number of top classes recalibrated (capped at C).
     tail_size : int, default 20
         Number of largest training distances the Weibull is fitted to.
+    weibull : {"libmr", "mle"}, default "libmr"
+        The tail fit (above). Departure from the reference code only with ``"mle"``.
+    translate_amount : float > 0, default 1.0
+        libMR's translation of the tail (``weibull="libmr"`` only; ignored with ``"mle"``).
 
     Attributes
     ----------
     mav_ : float64 array (C, C)
         Mean logit vector per class.
     weibull_shape_, weibull_scale_ : float64 arrays (C,)
-        Fitted Weibull parameters per class.
+        Fitted Weibull parameters per class (of the translated tail with ``"libmr"``).
+    weibull_shift_ : float64 array (C,)
+        Added to a distance before its Weibull CDF: ``translate_amount - min(tail)`` with
+        ``"libmr"``, 0 with ``"mle"``.
 
     Raises
     ------
@@ -108,6 +191,8 @@ class OpenMax(LogitDetector):
     References
     ----------
     .. [1] A. Bendale and T. E. Boult, "Towards Open Set Deep Networks", CVPR 2016.
+    .. [2] W. J. Scheirer, A. Rocha, R. Micheals and T. E. Boult, "Meta-Recognition: The
+       Theory and Practice of Recognition Score Analysis", TPAMI 2011 (libMR).
     """
 
     name = "openmax"
@@ -115,11 +200,22 @@ class OpenMax(LogitDetector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "alpha": [Interval(Integral, 1, None, closed="left")],
         "tail_size": [Interval(Integral, 2, None, closed="left")],  # a Weibull needs 2 points
+        "weibull": [StrOptions(WEIBULL_FITS)],
+        "translate_amount": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, *, alpha: int = 3, tail_size: int = 20) -> None:
+    def __init__(
+        self,
+        *,
+        alpha: int = 3,
+        tail_size: int = 20,
+        weibull: str = "libmr",
+        translate_amount: float = 1.0,
+    ) -> None:
         self.alpha = alpha
         self.tail_size = tail_size
+        self.weibull = weibull
+        self.translate_amount = translate_amount
 
     def _fit(self, inputs: Inputs) -> None:
         z, y = inputs.get("logits"), inputs.get("labels")
@@ -153,9 +249,16 @@ class OpenMax(LogitDetector):
                 f"openmax.fit: the {int(sizes[c])} largest training distances of class {c} are "
                 "all equal, so no Weibull tail can be fitted; give more varied training data"
             )
-        shape, scale = weibull_fit_loc0(tails, valid)
+        if self.weibull == "libmr":
+            translate = float(self.translate_amount)
+            shape, scale, small = weibull_fit_libmr(tails, valid, translate)
+            shift = translate - small
+        else:
+            shape, scale = weibull_fit_loc0(tails, valid)
+            shift = np.zeros(n_classes)
         self.weibull_shape_ = shape
         self.weibull_scale_ = scale
+        self.weibull_shift_ = shift
 
     def _block_row_bytes(self, n_classes: int) -> int:
         return (40 + 16 * min(int(self.alpha), n_classes)) * n_classes
@@ -167,7 +270,10 @@ class OpenMax(LogitDetector):
         top = np.take_along_axis(top, np.argsort(-np.take_along_axis(z, top, 1), axis=1), 1)
         ztop = np.take_along_axis(z, top, axis=1)  # (n, a), rank 1 first
         dist = np.linalg.norm(z[:, None, :] - self.mav_[top], axis=2)
-        cdf = -np.expm1(-((dist / self.weibull_scale_[top]) ** self.weibull_shape_[top]))
+        # libMR's weibull_cdf is 0 for a negative (translated) argument
+        t = np.maximum(dist + self.weibull_shift_[top], 0.0)
+        with np.errstate(over="ignore"):  # (t / scale)^k -> inf: the CDF is 1
+            cdf = -np.expm1(-((t / self.weibull_scale_[top]) ** self.weibull_shape_[top]))
         ranks = np.arange(1, a + 1)
         w = 1.0 - ((a - ranks + 1) / a) * cdf
         z_new = z.copy()

@@ -164,7 +164,9 @@ class ImageSource:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def take(self, keep: Sequence[int], kind: str | None = None) -> ImageSource:
+    def take(
+        self, keep: Sequence[int] | NDArray[np.integer], kind: str | None = None
+    ) -> ImageSource:
         """The samples at positions ``keep`` (in that order), with their labels and groups.
 
         ``kind`` renames the subset (default: this source's kind); classes and skipped files

@@ -670,7 +670,7 @@ def aupr_in(scores: ArrayLike, is_ood: ArrayLike, method: AuprMethod = "ap") -> 
     .. [1] Davis & Goadrich, "The Relationship Between Precision-Recall and ROC Curves",
        ICML 2006.
     .. [2] Hendrycks & Gimpel, ICLR 2017 (AUPR-In / AUPR-Out). OpenOOD had the two swapped
-       until 2023-12 (its issue #211).
+       from 2023-08-10 to 2023-12-18 (its issue #211).
 
     Examples
     --------

@@ -13,10 +13,12 @@ Two stages:
    with fewer than ``min_subclasses`` (10) sub-classes are dropped.
 2. **Image-text scores** (:func:`split_by_scores`): each image's similarity to the bare super-class
    name (any :class:`ImageTextScorer`; CLIP in the paper) is min-max normalised within the
-   super-class; images outside 1.5 IQR of their sub-class are dropped; a sub-class's score is the
-   mean of its remaining images. Per super-class, with every image carrying its sub-class score:
-   sub-classes at or above the 40th percentile are the IID training split, between the 20th and
-   40th the Easy test split, below the 20th the Hard test split: a whole sub-class lands in one.
+   super-class; images outside 1.5 IQR of their sub-class are dropped from the image lists; a
+   sub-class's score is the mean of all its images (``score_over="all"``, the paper's definition
+   and the released ``outliers_detection.py``; ``"kept"`` averages the remaining images only).
+   Per super-class, with every kept image carrying its sub-class score: sub-classes at or above
+   the 40th percentile are the IID training split, between the 20th and 40th the Easy test
+   split, below the 20th the Hard test split: a whole sub-class lands in one.
 
 References
 ----------
@@ -66,6 +68,10 @@ __all__ = [
     "read_scores",
     "split_by_scores",
 ]
+
+#: What a sub-class's score averages (:func:`split_by_scores`' ``score_over``): all its images
+#: (the paper and its released code) or only those inside the IQR fences.
+SCORE_OVER = ("all", "kept")
 
 # nltk's morphological substitutions for nouns (WordNet's morphy)
 _NOUN_SUFFIXES = (
@@ -427,6 +433,7 @@ def split_by_scores(
     iqr_factor: float = 1.5,
     easy: float = 20.0,
     iid: float = 40.0,
+    score_over: str = "all",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stage 2: IID / Easy / Hard splits from per-image image-text scores.
 
@@ -434,14 +441,28 @@ def split_by_scores(
     ----------
     superclass, subclass : (N,) labels of each image
     scores : (N,) image-text similarity of each image to its bare super-class name
-    iqr_factor : images outside ``[Q1 - f IQR, Q3 + f IQR]`` of their sub-class are dropped
+    iqr_factor : images outside ``[Q1 - f IQR, Q3 + f IQR]`` of their sub-class (of the
+        normalised scores) are outliers, left out of the split's images
     easy, iid : percentiles (per super-class, over kept images carrying their sub-class score):
         sub-class score >= P``iid`` -> "iid" (train), P``easy``-P``iid`` -> "easy", below -> "hard"
+    score_over : {"all", "kept"}, default "all"
+        A sub-class's score is the mean normalised score of all its images (``"all"``: the
+        paper's "average similarity of each image", and what the released
+        ``outliers_detection.py`` computes; its outliers only leave the image lists) or of its
+        kept images only (``"kept"``: semshift's earlier rule, a departure from the released
+        code). The percentiles are over the kept images either way, as in the released
+        ``dataset_split.py``.
 
     Returns
     -------
     images : one row per image: superclass, subclass, score, normalised, outlier
     subclasses : one row per sub-class: superclass, subclass, images, kept_images, score, split
+
+    Raises
+    ------
+    InputError
+        Lengths differ, a score is NaN or infinite, the percentiles are out of order, or
+        ``score_over`` is not "all" or "kept".
     """
     sc = np.asarray(superclass).astype(str)
     sub = np.asarray(subclass).astype(str)
@@ -459,6 +480,8 @@ def split_by_scores(
         )
     if not 0 <= easy < iid <= 100:
         raise InputError(f"need 0 <= easy < iid <= 100 percentiles, got easy={easy}, iid={iid}")
+    if score_over not in SCORE_OVER:
+        raise InputError(f"score_over must be 'all' or 'kept', got {score_over!r}")
     frame = pd.DataFrame({"superclass": sc, "subclass": sub, "score": s})
     grp = frame.groupby("superclass")["score"]
     lo, hi = grp.transform("min"), grp.transform("max")
@@ -473,13 +496,13 @@ def split_by_scores(
         frame["normalised"] > q3 + iqr_factor * iqr
     )
     kept = frame[~frame["outlier"]]
-    subs = (
-        kept.groupby(["superclass", "subclass"])["normalised"]
-        .agg(kept_images="size", score="mean")
-        .reset_index()
+    keys = ["superclass", "subclass"]
+    subs = frame.groupby(keys).size().rename("images").reset_index()
+    n_kept = kept.groupby(keys).size().rename("kept_images").reset_index()
+    mean = (frame if score_over == "all" else kept).groupby(keys)["normalised"].mean()
+    subs = subs.merge(n_kept, on=keys, how="left").merge(
+        mean.rename("score").reset_index(), on=keys, how="left"
     )
-    total = frame.groupby(["superclass", "subclass"]).size().rename("images").reset_index()
-    subs = total.merge(subs, on=["superclass", "subclass"], how="left")
     subs["kept_images"] = subs["kept_images"].fillna(0).astype(int)
     # percentiles over images, each carrying its sub-class score
     split = np.empty(len(subs), dtype=object)
@@ -546,6 +569,7 @@ def build_score_split(
     iqr_factor: float = 1.5,
     easy: float = 20.0,
     iid: float = 40.0,
+    score_over: str = "all",
 ) -> ScoreSplitResult:
     """Stage 2 as a split: :func:`split_by_scores` over the sub-classes of ``stage1``.
 
@@ -554,7 +578,8 @@ def build_score_split(
     stage1 : the :func:`build_superclasses` result the scores belong to
     scores : per-image scores (:func:`read_scores`) or a DataFrame with ``class`` and ``score``
         (``score`` = the image's similarity to its bare super-class name, e.g. by CLIP)
-    iqr_factor, easy, iid : as :func:`split_by_scores`
+    iqr_factor, easy, iid, score_over : as :func:`split_by_scores` (all four are recorded in
+        the manifest's ``params``)
 
     Every scored class must be a sub-class stage 1 assigned (an error names the first line
     that is not); images of super-classes stage 1 dropped (fewer than ``min_subclasses``) are
@@ -566,10 +591,10 @@ def build_score_split(
         ``manifest``: method ``superclass:scores``, ``known`` empty (the labels are the
         super-classes), ``bins = {"iid", "easy", "hard"}`` of sub-class ids (stage-1 order), and
         in ``extra``: ``superclass_of`` (sub-class -> super-class for every binned sub-class),
-        ``subclass_scores`` (mean normalised score), ``unscored`` (sub-classes of kept
-        super-classes without a scored image, in no bin), ``counts``, and stage 1's
-        ``superclass_nodes`` and ``dropped``. ``images`` and ``subclasses`` are the tables of
-        :func:`split_by_scores`.
+        ``subclass_scores`` (mean normalised score, per ``score_over``), ``unscored``
+        (sub-classes of kept super-classes without a scored image, in no bin), ``counts``, and
+        stage 1's ``superclass_nodes`` and ``dropped``. ``images`` and ``subclasses`` are the
+        tables of :func:`split_by_scores`.
     """
     if isinstance(scores, pd.DataFrame):
         frame, where = scores.copy(), "scores"
@@ -618,7 +643,13 @@ def build_score_split(
         )
     sub = cls[use].to_numpy()
     images, subs = split_by_scores(
-        [owner[c] for c in sub], sub, value[use], iqr_factor=iqr_factor, easy=easy, iid=iid
+        [owner[c] for c in sub],
+        sub,
+        value[use],
+        iqr_factor=iqr_factor,
+        easy=easy,
+        iid=iid,
+        score_over=score_over,
     )
     if "path" in frame:
         images.insert(0, "path", frame["path"].to_numpy()[use])
@@ -633,6 +664,7 @@ def build_score_split(
         "iqr_factor": iqr_factor,
         "easy": easy,
         "iid": iid,
+        "score_over": score_over,
     }
     extra: dict[str, Any] = {
         "superclass_of": {c: owner[c] for c in binned},
@@ -682,7 +714,9 @@ class SuperclassParams(BuilderParams):
     Stage 2 runs when ``scores`` names a CSV of per-image scores (:func:`read_scores`: columns
     ``class``, ``score``, optional ``superclass`` and ``path``): the manifest then has bins
     ``iid`` / ``easy`` / ``hard`` of sub-classes (:func:`build_score_split`, defaults of
-    :func:`split_by_scores`). ``iqr_factor``, ``easy`` and ``iid`` apply only with ``scores``.
+    :func:`split_by_scores`). ``iqr_factor``, ``easy``, ``iid`` and ``score_over`` apply only
+    with ``scores``; ``score_over`` is ``"all"`` (a sub-class's score averages all its images,
+    as the paper and its released code) or ``"kept"`` (only the images inside the IQR fences).
     """
 
     names: Annotated[str | list[str], BeforeValidator(_names)] = "sood"
@@ -697,11 +731,12 @@ class SuperclassParams(BuilderParams):
     iqr_factor: float = Field(default=1.5, ge=0.0)
     easy: float = Field(default=20.0, ge=0.0, le=100.0)
     iid: float = Field(default=40.0, ge=0.0, le=100.0)
+    score_over: Literal["all", "kept"] = "all"
 
     @model_validator(mode="after")
     def _stage2(self) -> SuperclassParams:
         if self.scores is None:
-            for key in ("iqr_factor", "easy", "iid"):
+            for key in ("iqr_factor", "easy", "iid", "score_over"):
                 if key in self.model_fields_set:
                     raise ParamError(key, "applies only with 'scores' (the image-score stage)")
         if not self.easy < self.iid:
@@ -737,5 +772,10 @@ def _build_from_params(params: SuperclassParams, ctx: BuildContext) -> SplitMani
     if scores is None:
         return stage1.manifest
     return build_score_split(
-        stage1, scores, iqr_factor=params.iqr_factor, easy=params.easy, iid=params.iid
+        stage1,
+        scores,
+        iqr_factor=params.iqr_factor,
+        easy=params.easy,
+        iid=params.iid,
+        score_over=params.score_over,
     ).manifest
