@@ -196,7 +196,8 @@ class _WorldScorer:
             fit_keys[name] = stable_hash(
                 {
                     "detector": name,
-                    "params": params,
+                    # every hyperparameter, defaults included: a changed default is a new key
+                    "params": D.get(name, **params).get_params(),
                     "train": None if model_level else world.train.key,
                     **(val_desc if needs_val else {}),
                     "semshift": __version__,

@@ -16,6 +16,7 @@ from typing import Any
 from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext
 from semshift.splits.manifest import SplitManifest
+from semshift.splits.registry import validate_params
 
 __all__ = ["SplitStage", "run_split"]
 
@@ -66,10 +67,12 @@ def run_split(ctx: RunContext) -> SplitStage:
                 tax_id = cfg.taxonomy
                 if Path(cfg.taxonomy).is_file():
                     tax_id = ctx.cache.file_checksum(cfg.taxonomy)
+                # every parameter, defaults included: a changed default is a new key
+                resolved = validate_params(sp.builder, sp.params, where=f"splits.{name}")
                 key = stable_hash(
                     {
                         "builder": sp.builder,
-                        "params": sp.params,
+                        "params": resolved.model_dump(mode="json"),
                         "files": _param_files(ctx, sp.params),
                         "taxonomy": tax_id,
                         "seed": cfg.seed,
