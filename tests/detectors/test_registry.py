@@ -25,7 +25,7 @@ def test_list_detectors_is_sorted_and_covers_the_issue() -> None:
 def test_one_registry_for_both_levels() -> None:
     post_hoc = detectors.list_detectors(level="post_hoc")
     model = detectors.list_detectors(level="model")
-    assert model == ["odin", "rankfeat"]
+    assert model == ["lts", "mc_dropout", "odin", "rankfeat"]
     assert detectors.list_detectors() == sorted(post_hoc + model)
     assert not set(post_hoc) & set(model)
     for name in detectors.list_detectors():

@@ -3,8 +3,9 @@ gives the same key as leaving it out, and a changed default (a new release) give
 
 from __future__ import annotations
 
-from semshift.run import run
 from tests.run.conftest import base_config
+
+from semshift.run import run
 
 
 def _score_keys(result) -> dict[str, str]:

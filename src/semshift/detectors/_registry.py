@@ -81,7 +81,7 @@ def list_detectors(level: str | None = None) -> list[str]:
     --------
     >>> from semshift import detectors
     >>> detectors.list_detectors(level="model")
-    ['odin', 'rankfeat']
+    ['lts', 'mc_dropout', 'odin', 'rankfeat']
     """
     if level is None:
         return sorted(_REGISTRY)

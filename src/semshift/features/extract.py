@@ -25,9 +25,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from semshift.detectors import ModelLevelDetector
 from semshift.errors import InputError
 from semshift.features.data import ImageDataset, ImageSource, normalize_batch, parse_preset
-from semshift.features.model_detectors import ModelDetector, get_model_detector
+from semshift.features.model_detectors import (
+    check_model_detectors,
+    get_model_detector,
+    score_batch,
+)
 from semshift.features.models import ModelAdapter
 from semshift.features.store import StoreWriter, sha256_file
 
@@ -146,7 +151,7 @@ def extract(
     amp: bool | None = None,
     groups: Mapping[str, Any] | None = None,
     corruption: Callable[[Any, int], Any] | None = None,
-    scores: Sequence[str | ModelDetector] = (),
+    scores: Sequence[str | ModelLevelDetector] = (),
     executor: str = "local",
     ray_workers: int | None = None,
     progress: bool = True,
@@ -178,11 +183,12 @@ def extract(
         ``corruption(pil_image, sample_index) -> pil_image`` applied after the crop (see
         :mod:`semshift.features.corruptions`); its ``name`` and ``severity`` attributes, when
         present, become the group columns ``corruption`` and ``severity``.
-    scores : sequence of str or ModelDetector
+    scores : sequence of str or ModelLevelDetector
         Model-level detectors (names from ``semshift.detectors.list_detectors(level="model")``,
-        with their declared defaults, or built by
-        :func:`~semshift.features.model_detectors.get_model_detector`) computed on each batch
-        and stored as 1-D float32 arrays named after them.
+        with their declared defaults, or built by ``semshift.detectors.get(name, **params)``)
+        computed on each batch and stored as 1-D float32 arrays named after them. Each is
+        checked on the model before any image is read (what it declares in
+        ``model_requires``: a feature map, dropout layers, ...).
     executor : {"local", "ray"}
         ``"ray"`` spreads the shards over Ray actors (one per GPU where the cluster has GPUs,
         else one per CPU), each writing its own shards into the same store; connect with
@@ -233,7 +239,7 @@ def extract_many(
     amp: bool | None = None,
     groups: Mapping[str, Any] | None = None,
     corruption: Callable[[Any, int], Any] | None = None,
-    scores: Sequence[str | ModelDetector] = (),
+    scores: Sequence[str | ModelLevelDetector] = (),
     executor: str = "local",
     ray_workers: int | None = None,
     progress: bool = True,
@@ -285,11 +291,9 @@ def extract_many(
     )
     if reserved:
         raise InputError(f"group names {sorted(reserved)} are reserved for the store's index")
-    detectors = [get_model_detector(d) if isinstance(d, str) else d for d in scores]
+    detectors = [get_model_detector(d) for d in scores]
+    check_model_detectors(detectors, models)
     det_names = [d.name for d in detectors]
-    clash = {"logits", "features"} & set(det_names) or len(set(det_names)) != len(det_names)
-    if clash:
-        raise InputError(f"score names must be distinct and not logits/features: {det_names}")
     n = len(source)
     n_shards = max(1, -(-n // shard_size))
     corr_desc = getattr(corruption, "describe", lambda: None)() if corruption else None
@@ -413,7 +417,7 @@ class ShardJob:
     source: ImageSource
     preset: str
     corruption: Callable[[Any, int], Any] | None
-    detectors: list[ModelDetector]
+    detectors: list[ModelLevelDetector]
     specs: list[dict[str, tuple[int, ...]]]
     const_groups: dict[str, Any]
     n: int
@@ -495,8 +499,8 @@ class ShardJob:
                     xb = normalize_batch(x8, model.mean, model.std)
                     with torch.autocast(dev.type, dtype=torch.float16, enabled=self.amp):
                         logits, feats = model(xb)
-                        for det in self.detectors:
-                            acc[det.name].append(det.score(model, xb).float().cpu().numpy())
+                        for name, col in score_batch(self.detectors, model, xb).items():
+                            acc[name].append(col)
                     acc["logits"].append(logits.float().cpu().numpy())
                     acc["features"].append(feats.float().cpu().numpy())
                     acc["ok"].extend(idx_list[j] for j in ok)

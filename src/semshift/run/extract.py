@@ -275,8 +275,10 @@ class _Extractor:
             dets = []
             for n in scores:
                 det = get_model_detector(n, **self.model_level_params(n))
-                if det.needs_feature_map and not adapters[0].has_feature_map:
-                    self.skipped[n] = f"model {m.name!r} exposes no feature map (CNN adapters only)"
+                # what the detector declares it needs (a feature map, dropout layers, ...)
+                reason = det.unavailable(adapters[0])
+                if reason is not None:
+                    self.skipped[n] = reason
                     continue
                 dets.append(det)
             through = ", ".join(

@@ -1,0 +1,83 @@
+"""LTS (logit scaling): Energy of the logits scaled by a sharpness factor of the features."""
+
+from __future__ import annotations
+
+from numbers import Real
+from typing import TYPE_CHECKING, ClassVar
+
+from ._params import Interval, ParamConstraints
+from ._registry import register_detector
+from .model_level import ModelLevelDetector, ModelView, float32
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+__all__ = ["LTS", "lts_scaling"]
+
+
+def lts_scaling(h: Tensor, percentile: float) -> Tensor:
+    """LTS's per-sample scaling factor ``S = (s / s_top)^2`` of features h (n, D).
+
+    ``s`` is the sum of ``relu(h)`` and ``s_top`` the sum of its ``k = max(1, D - round(D
+    percentile / 100))`` largest values (round half to even, as the public code's
+    ``np.round``). ``S = 1`` for a sample with no positive activation (0 / 0 in the public
+    code, which gives NaN).
+    """
+    import torch
+
+    z = torch.relu(h)
+    d = int(z.shape[1])
+    k = max(1, d - round(d * float(percentile) / 100.0))
+    s_all = z.sum(dim=1)
+    s_top = z.topk(k, dim=1).values.sum(dim=1)
+    ratio = torch.where(s_top > 0, s_all / torch.where(s_top > 0, s_top, 1.0), 1.0)
+    return ratio.square()
+
+
+@register_detector
+class LTS(ModelLevelDetector):
+    """LTS score ``logsumexp(S(h) z)``: Energy of the logits times a feature sharpness factor.
+
+    ``S(h) = (sum relu(h) / sum of the top-k relu(h))^2`` with k the ``100 - percentile`` %
+    largest activations of the penultimate features h (:func:`lts_scaling`); z the logits.
+    Higher = more in-distribution (pytorch-ood's ``LTS`` returns minus this).
+
+    The scaling factor reads the pooled penultimate features, as the public code and
+    pytorch-ood do (``lts(x)`` after ``avgpool`` and ``flatten``), so LTS needs no feature
+    map and runs on every adapter; it is registered as model-level and computed during
+    extraction from the network's own ``(logits, features)``.
+
+    Departures: the parameter is a ``percentile`` like ASH and SCALE (``percentile = 100 (1 -
+    p)`` with pytorch-ood's ``p``, the fraction of activations kept; the public code also
+    names it a percentile); ``k`` is at least 1 (pytorch-ood's guard; the public code would
+    divide by an empty sum); a sample whose features have no positive activation gets ``S =
+    1`` (plain Energy) instead of NaN.
+
+    Parameters
+    ----------
+    percentile : float, default 95
+        Percentage of activations left out of the top-k sum, in [0, 100] (pytorch-ood's default
+        p = 0.05).
+
+    References
+    ----------
+    .. [1] A. Djurisic, R. Liu and M. Nikolic, "Logit Scaling for Out-of-Distribution
+       Detection", Machine Vision and Applications, 2025 (arXiv:2409.01175).
+    """
+
+    name = "lts"
+    _parameter_constraints: ClassVar[ParamConstraints] = {
+        "percentile": [Interval(Real, 0, 100, closed="both")]
+    }
+
+    def __init__(self, *, percentile: float = 95.0) -> None:
+        self.percentile = percentile
+
+    def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:
+        import torch
+
+        with torch.no_grad():
+            logits, h = model(x)
+            logits, h = float32(logits), float32(h)
+            scale = lts_scaling(h, float(self.percentile)).to(logits.dtype)
+            return torch.logsumexp(logits * scale[:, None], dim=1)
