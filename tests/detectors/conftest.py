@@ -15,6 +15,7 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "knn": {"k": 5},
     "nnguide": {"k": 5, "alpha": 0.2},
     "gen": {"M": 4},
+    "neco": {"dim": 5},
 }
 
 

@@ -11,7 +11,7 @@ Use :func:`get` to build a detector by name, :func:`list_detectors` for the name
 it consumes in ``fit_requires``, ``score_requires`` and ``requires``, and the values each
 hyperparameter accepts in ``_parameter_constraints`` (:class:`Interval`, :class:`StrOptions`,
 :class:`Boolean`, or None). The registry also declares the
-model-level detectors (``list_detectors(level="model")``: odin, rankfeat), which need the
+model-level detectors (``list_detectors(level="model")``: odin, rankfeat, lts, ...), which need the
 network and are computed during feature extraction (:mod:`semshift.features.model_detectors`).
 :func:`score_many` scores several fitted detectors on the same inputs, computing what they
 share once (:class:`SharedResults`) and running them side by side in threads.
@@ -25,7 +25,7 @@ from ._params import Boolean, Constraint, Interval, StrOptions
 from ._registry import check_params, get, get_class, list_detectors, register_detector
 from ._search import faiss_available
 from ._shared import SharedResults
-from .model_level import ModelLevelDetector  # also registers odin, rankfeat
+from .model_level import ModelLevelDetector
 
 __all__ = [
     "INPUT_NAMES",

@@ -10,8 +10,9 @@ Modules (a reader finds each thing by its file name):
 - :mod:`~semshift.features.data`: image sources (folder tree, file list) and presets.
 - :mod:`~semshift.features.extract`: resumable extraction into a store (``semshift extract``);
   ``extract_many`` extracts several models over the same images in one pass.
-- :mod:`~semshift.features.model_detectors`: ``odin`` and ``rankfeat``, computed during
-  extraction and stored as score columns.
+- :mod:`~semshift.features.model_detectors`: runs the registry's model-level detectors
+  (``semshift.detectors.list_detectors(level="model")``) during extraction and stores their
+  scores as columns.
 - :mod:`~semshift.features.corruptions`: ImageNet-C corruptions (covariate shift).
 - :mod:`~semshift.features.ray_executor`: extraction on a Ray cluster (``--executor ray``).
 
