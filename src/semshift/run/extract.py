@@ -225,8 +225,9 @@ class _Extractor:
             assert first.cfg.images is not None
             source = open_source(first.cfg.images, cfg.classes, unknown=unknown)
         corr = first.cfg.corruption
-        # model-level detectors score evaluated sets only: no ODIN passes over training images
-        scores = [] if first.role in ("id_train", "id_val") else self.model_level_requested()
+        # model-level detectors score the evaluated sets and id_val (an operating point's
+        # threshold is set on its scores): no ODIN passes over training images
+        scores = [] if first.role == "id_train" else self.model_level_requested()
         preset = self.preset()
         desc = {
             "model": m.name,

@@ -85,12 +85,33 @@ def _detectors_for(
     from semshift import detectors as D
 
     left_out: dict[str, str] = {}
+    eval_arrays = [set(s.meta().get("arrays", {})) for s in world.evals]
+    # model-level detectors the model cannot compute (no feature map, no dropout, ...) are
+    # skipped at extraction with the reason noted (this run) or absent from every evaluated
+    # store (a cached extraction): they are left out once, not failed on every set
+    skipped = ctx.notes.get("skipped_model_level", {})
+    level_model = set(model_level_detectors())
+
+    def unavailable(name: str) -> str | None:
+        if name in skipped:
+            return str(skipped[name])
+        if not any(name in a for a in eval_arrays):
+            return (f"no evaluated store has a {name!r} score column (the model cannot compute "
+                    "it, or the stores were extracted without it)")  # fmt: skip
+        return None
+
     if ctx.cfg.detectors != "all":
-        return [(d.name, dict(d.params)) for d in ctx.cfg.detector_specs()], left_out
+        out = []
+        for d in ctx.cfg.detector_specs():
+            why = unavailable(d.name) if d.name in level_model else None
+            if why is not None:
+                left_out[d.name] = why
+            else:
+                out.append((d.name, dict(d.params)))
+        return out, left_out
     train_meta = world.train.meta()
     arrays = set(train_meta.get("arrays", {}))
     has_head = bool(train_meta.get("head"))
-    eval_arrays = [set(s.meta().get("arrays", {})) for s in world.evals]
     labels_ok = bool((world.train.store.labels[world.train.selection.positions] >= 0).all())
     out: list[tuple[str, Params]] = []
     for name in D.list_detectors(level="post_hoc"):
@@ -109,7 +130,10 @@ def _detectors_for(
             continue
         out.append((name, {}))
     for name in model_level_detectors():
-        if all(name in a for a in eval_arrays):
+        why = unavailable(name)
+        if why is not None:
+            left_out[name] = why
+        elif all(name in a for a in eval_arrays):
             out.append((name, {}))
         else:
             left_out[name] = "not a score column of every evaluated store"
@@ -186,6 +210,9 @@ class _WorldScorer:
         dets, left_out = _detectors_for(ctx, world)
         if world.tag == "main" and left_out:
             ctx.notes["detectors_left_out"] = left_out
+            if ctx.cfg.detectors != "all":  # asked for by name: say once why it did not run
+                for n, why in left_out.items():
+                    ctx.error(world.tag, f"detector {n} left out: {why}")
         val_desc, val_pos = self.val_desc()
         fit_keys: dict[str, str] = {}
         for name, params in dets:
