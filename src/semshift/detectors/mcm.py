@@ -77,9 +77,10 @@ class MCM(Detector):
             hb = f32(h[sl])
             norms = np.sqrt(np.einsum("ij,ij->i", hb, hb, dtype=np.float64))
             scale = 1.0 / (np.where(norms > 0, norms, 1.0) * float(self.temperature))
-            s = (prod[sl] * self._inv_norms).astype(np.float64)
-            s *= scale[:, None]
-            # max softmax = exp(max s - logsumexp s) = 1 / sum_c exp(s_c - max s)
+            s = prod[sl] * self._inv_norms
+            s *= scale.astype(np.float32)[:, None]
+            # max softmax = exp(max s - logsumexp s) = 1 / sum_c exp(s_c - max s): each term
+            # exponentiated in float32 (as the block, like _common.logsumexp), summed in float64
             s -= s.max(axis=1, keepdims=True)
-            out[sl] = 1.0 / np.exp(s, out=s).sum(axis=1)
+            out[sl] = 1.0 / np.exp(s, out=s).sum(axis=1, dtype=np.float64)
         return out

@@ -114,8 +114,7 @@ class PNML(Detector):
             k = _row_sq(hb @ self.projection_) * inv**2
             g = k / (1.0 + k)
             # W x + b = W h / ||h|| + b (x = 0, logits b, for a zero feature)
-            z = prod[sl].astype(np.float64)
-            z *= inv[:, None]
+            z = np.multiply(prod[sl], inv[:, None], dtype=np.float64)
             z += self._bias
             z -= z.max(axis=1, keepdims=True)
             p = np.exp(z)
@@ -124,10 +123,11 @@ class PNML(Detector):
             z -= np.log(total)  # log p
             np.clip(p, _PROB_EPS, 1.0 - _PROB_EPS, out=p)
             np.clip(z, log_lo, log_hi, out=z)
-            # p / (p + (1 - p) p^g) = 1 / (1 + (1 - p) p^(g - 1))
+            # p / (p + (1 - p) p^g) = 1 / (1 + (1 - p) p^(g - 1)), in place
             z *= (g - 1.0)[:, None]
             np.exp(z, out=z)
-            z *= 1.0 - p
+            np.subtract(1.0, p, out=p)
+            z *= p
             z += 1.0
             np.reciprocal(z, out=z)
             out[sl] = -np.log(z.sum(axis=1)) / math.log(n_classes)
