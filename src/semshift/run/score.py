@@ -100,8 +100,8 @@ def _detectors_for(
                     "it, or the stores were extracted without it)")  # fmt: skip
         return None
 
+    out: list[tuple[str, Params]] = []
     if ctx.cfg.detectors != "all":
-        out = []
         for d in ctx.cfg.detector_specs():
             why = unavailable(d.name) if d.name in level_model else None
             if why is not None:
@@ -113,7 +113,6 @@ def _detectors_for(
     arrays = set(train_meta.get("arrays", {}))
     has_head = bool(train_meta.get("head"))
     labels_ok = bool((world.train.store.labels[world.train.selection.positions] >= 0).all())
-    out: list[tuple[str, Params]] = []
     for name in D.list_detectors(level="post_hoc"):
         need = set(D.get_class(name).requires)
         lack = []
