@@ -2,7 +2,7 @@
 
 One registry holds every detector: the post-hoc ones (``level = "post_hoc"``, fitted and scored
 by this package) and the model-level ones (``level = "model"``, computed during feature
-extraction; declared in :mod:`semshift.detectors.model_level`).
+extraction; each in its own module, on the base of :mod:`semshift.detectors.model_level`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def list_detectors(level: str | None = None) -> list[str]:
     ----------
     level : {"post_hoc", "model"} or None, default None
         Only the detectors of this level: ``"post_hoc"`` (fitted and scored on stored logits
-        and features) or ``"model"`` (computed during feature extraction: odin, rankfeat).
+        and features) or ``"model"`` (computed during feature extraction: odin, rankfeat, lts, ...).
         None: every detector.
 
     Raises
