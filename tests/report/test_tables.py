@@ -336,6 +336,22 @@ def test_headline_table_prefers_osr_and_renders_in_rich() -> None:
     assert headline_table(frame(graded_rows())).key == "graded_auroc_semantic"
 
 
+def test_headline_table_when_every_graded_cell_is_na() -> None:
+    """A grid whose every cell is too small (a sampled benchmark): the AUROC table, no crash."""
+    rows = [
+        {"protocol": "graded", "set": f"cov_{c}_sem_0", "semantic_level": "0",
+         "covariate_level": str(c), "detector": "mls", "metric": "auroc", "value": None,
+         "error": "n/a: fewer than 10 samples"}
+        for c in range(3)
+    ]  # fmt: skip
+    rows.append({"protocol": "graded", "set": "grid", "semantic_level": "0", "detector": "mls",
+                 "metric": "auroc.level_mean", "value": None,
+                 "error": "n/a: no valid cell at this level"})  # fmt: skip
+    h = headline_table(frame(rows))
+    assert h.key == "graded_auroc_semantic" and h.rows == ["mls"]
+    assert all(h.text(0, j) in ("", "n/a", "-") for j in range(len(h.columns)))
+
+
 def test_tables_read_a_run_directory(run_dir: Path) -> None:
     t = osr_table(run_dir)
     assert t.rows == ["msp", "energy", "knn", "broken"]
