@@ -51,3 +51,17 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 1) -> str:
 
     close = difflib.get_close_matches(str(name), list(known), n=n)
     return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+
+
+def unknown_name(what: str, name: object, known: Iterable[str], *, n: int = 3) -> UnknownNameError:
+    """The error for a name no registry entry has: close matches first, then every known name.
+
+    >>> str(unknown_name("benchmark", "ssb-cb", ["ssb-cub", "ssb-scars"]))
+    "unknown benchmark 'ssb-cb'. Did you mean 'ssb-cub', 'ssb-scars'? Known: ssb-cub, ssb-scars"
+    """
+    import difflib
+
+    names = sorted(known)
+    close = difflib.get_close_matches(str(name), names, n=n)
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    return UnknownNameError(f"unknown {what} {name!r}.{hint} Known: {', '.join(names)}")

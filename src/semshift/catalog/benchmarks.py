@@ -25,7 +25,6 @@ config written today re-runs with ``semshift run``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -57,7 +56,7 @@ from semshift.catalog.lists import (
     published_split,
     ssb_imagenet21k_val_files,
 )
-from semshift.errors import InputError, UnknownNameError, did_you_mean
+from semshift.errors import InputError, did_you_mean, unknown_name
 from semshift.features.data import ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
@@ -769,11 +768,7 @@ def get_benchmark(name: str) -> Benchmark:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        close = difflib.get_close_matches(str(name), list(BENCHMARKS), n=3)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(
-            f"unknown benchmark {name!r}.{hint} Known: {', '.join(list_benchmarks())}"
-        ) from None
+        raise unknown_name("benchmark", name, BENCHMARKS) from None
 
 
 def _roots(bench: Benchmark, roots: Mapping[str, str | Path]) -> dict[str, Path]:

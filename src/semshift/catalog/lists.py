@@ -14,7 +14,6 @@ fresh lists, so a caller may modify what it gets.
 
 from __future__ import annotations
 
-import difflib
 import gzip
 import hashlib
 import io
@@ -26,7 +25,7 @@ from importlib.resources import files
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, unknown_name
 from semshift.splits.manifest import SplitManifest
 
 __all__ = [
@@ -151,11 +150,7 @@ def published_info(name: str) -> PublishedList:
     try:
         return PUBLISHED[name]
     except KeyError:
-        close = difflib.get_close_matches(str(name), list(PUBLISHED), n=3)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(
-            f"unknown published list {name!r}.{hint} Known: {', '.join(list_published())}"
-        ) from None
+        raise unknown_name("published list", name, PUBLISHED) from None
 
 
 @cache
