@@ -38,6 +38,7 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 import scipy.stats
+from _synthetic import draw, lda_head, logits, sparse_means
 from sklearn.covariance import EmpiricalCovariance
 from sklearn.metrics import roc_auc_score
 from sklearn.neighbors import NearestNeighbors
@@ -57,10 +58,9 @@ class Data:
         c, d = args.classes, args.dim
         # Sparse class means against unit noise: about 98% top-1 accuracy with 1000 classes
         # and D = 2048, so the validation set has errors and every class has correct samples.
-        means = (rng.random((2 * c, d)) < 0.05) * rng.uniform(0.4, 0.9, (2 * c, d))
+        means = sparse_means(rng, c, d)
         self.mu, mu_new = means[:c].astype(np.float32), means[c:].astype(np.float32)
-        self.w = self.mu.copy()  # LDA head of the pre-ReLU Gaussians (unit covariance)
-        self.b = (-0.5 * (self.mu.astype(np.float64) ** 2).sum(1)).astype(np.float32)
+        self.w, self.b = lda_head(self.mu)  # LDA head of the pre-ReLU Gaussians
         self.y_train = rng.integers(0, c, args.n_train)
         self.h_train = self._draw(rng, self.mu, self.y_train)
         self.y_val = rng.integers(0, c, args.n_val)
@@ -76,18 +76,10 @@ class Data:
 
     @staticmethod
     def _draw(rng: np.random.Generator, centres: Array, labels: Array) -> Array:
-        out = np.empty((labels.size, centres.shape[1]), dtype=np.float32)
-        for s in range(0, labels.size, 8192):
-            blk = rng.standard_normal((min(8192, labels.size - s), centres.shape[1]), np.float32)
-            blk += centres[labels[s : s + 8192]] + np.float32(0.3)
-            out[s : s + 8192] = np.maximum(blk, 0, out=blk)
-        return out
+        return draw(rng, centres, labels)
 
     def logits(self, h: Array) -> Array:
-        out = np.empty((h.shape[0], self.w.shape[0]), dtype=np.float32)
-        for s in range(0, h.shape[0], 8192):
-            out[s : s + 8192] = h[s : s + 8192] @ self.w.T + self.b
-        return out
+        return logits(h, self.w, self.b)
 
 
 # -- plain baselines -------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.stats
 import torch
+from _synthetic import draw, lda_head, logits, sparse_means
 
 from semshift import detectors
 
@@ -58,33 +59,19 @@ class Data:
 
     def __init__(self, n_train: int, n_test: int, dim: int, classes: int, seed: int) -> None:
         rng = np.random.default_rng(seed)
-        means = (rng.random((2 * classes, dim)) < 0.05) * rng.uniform(0.4, 0.9, (2 * classes, dim))
-        mu = means[:classes].astype(np.float32)
-        self.w = mu.copy()
-        self.b = (-0.5 * (mu.astype(np.float64) ** 2).sum(1)).astype(np.float32)
-        self.h_train = self._draw(rng, means, rng.integers(0, classes, n_train))
+        means = sparse_means(rng, classes, dim)
+        self.w, self.b = lda_head(means[:classes].astype(np.float32))
+        self.h_train = draw(rng, means, rng.integers(0, classes, n_train))
         n_ood = n_test // 5
         y_test = np.r_[rng.integers(0, classes, n_test - n_ood),
                        classes + rng.integers(0, classes, n_ood)]  # fmt: skip
         self.is_ood = y_test >= classes
-        self.h_test = self._draw(rng, means, y_test)
+        self.h_test = draw(rng, means, y_test)
         self.z_train = self.logits(self.h_train)
         self.z_test = self.logits(self.h_test)
 
-    @staticmethod
-    def _draw(rng: np.random.Generator, centres: Array, labels: Array) -> Array:
-        out = np.empty((labels.size, centres.shape[1]), dtype=np.float32)
-        for s in range(0, labels.size, 8192):
-            blk = rng.standard_normal((min(8192, labels.size - s), centres.shape[1]), np.float32)
-            blk += centres[labels[s : s + 8192]].astype(np.float32) + np.float32(0.3)
-            out[s : s + 8192] = np.maximum(blk, 0, out=blk)
-        return out
-
     def logits(self, h: Array) -> Array:
-        out = np.empty((h.shape[0], self.w.shape[0]), dtype=np.float32)
-        for s in range(0, h.shape[0], 8192):
-            out[s : s + 8192] = h[s : s + 8192] @ self.w.T + self.b
-        return out
+        return logits(h, self.w, self.b)
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:

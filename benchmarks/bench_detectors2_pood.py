@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 import scipy.stats
+from _synthetic import draw, lda_head, logits, sparse_means
 
 DETECTORS = ("nci", "vra", "weighted_ebo", "gmm", "pnml", "mcm")
 BATCH = 4096
@@ -59,37 +60,23 @@ def make_data(cfg: dict[str, Any], need_logits: bool) -> dict[str, Any]:
     """Deterministic synthetic features, labels, head and (optionally) test logits, float32."""
     rng = np.random.default_rng(cfg["seed"])
     c, d = cfg["classes"], cfg["dim"]
-    means = (rng.random((2 * c, d)) < 0.05) * rng.uniform(0.4, 0.9, (2 * c, d))
-    mu = means[:c].astype(np.float32)
-    w = mu.copy()
-    b = (-0.5 * (mu.astype(np.float64) ** 2).sum(1)).astype(np.float32)
+    means = sparse_means(rng, c, d)
+    w, b = lda_head(means[:c].astype(np.float32))
     y_train = np.repeat(np.arange(c), cfg["n_train"] // c)
     y_train = np.concatenate([y_train, rng.integers(0, c, cfg["n_train"] - y_train.size)])
     n_test = cfg["n_test"]
     is_ood = np.arange(n_test) >= n_test - n_test // 5
     y_test = rng.integers(0, c, n_test) + np.where(is_ood, c, 0)
     out = {
-        "h_train": _draw(rng, means.astype(np.float32), y_train),
+        "h_train": draw(rng, means, y_train),
         "y_train": y_train,
-        "h_test": _draw(rng, means.astype(np.float32), y_test),
+        "h_test": draw(rng, means, y_test),
         "w": w,
         "b": b,
         "is_ood": is_ood,
     }
     if need_logits:
-        z = np.empty((n_test, c), dtype=np.float32)
-        for s in range(0, n_test, 8192):
-            z[s : s + 8192] = out["h_test"][s : s + 8192] @ w.T + b
-        out["z_test"] = z
-    return out
-
-
-def _draw(rng: np.random.Generator, centres: Array, labels: Array) -> Array:
-    out = np.empty((labels.size, centres.shape[1]), dtype=np.float32)
-    for s in range(0, labels.size, 8192):
-        blk = rng.standard_normal((min(8192, labels.size - s), centres.shape[1]), np.float32)
-        blk += centres[labels[s : s + 8192]] + np.float32(0.3)
-        out[s : s + 8192] = np.maximum(blk, 0, out=blk)
+        out["z_test"] = logits(out["h_test"], w, b)
     return out
 
 
