@@ -20,7 +20,7 @@ from torch import nn  # noqa: E402
 
 from semshift import detectors  # noqa: E402
 from semshift.detectors.model_level import MODEL_NEEDS, ModelView  # noqa: E402
-from semshift.errors import InputError  # noqa: E402
+from semshift.errors import InputError, NotFittedError  # noqa: E402
 from semshift.features.models import ModelAdapter  # noqa: E402
 
 NAMES = detectors.list_detectors(level="model")
@@ -46,12 +46,18 @@ class TinyAdapter(ModelAdapter):
     mean = (0.5, 0.5, 0.5)
     std = (0.25, 0.25, 0.25)
 
-    def __init__(self, *, feature_map: bool = True, dropout: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self, *, feature_map: bool = True, dropout: bool = True, layers: bool = True, seed: int = 0
+    ) -> None:
         torch.manual_seed(seed)
         self.name = "tiny"
         self.module = TinyNet(p=0.3 if dropout else 0.0).double().eval()
         self.layer = "mean(relu(conv))"
         self.has_feature_map = feature_map
+        self.layers = layers
+
+    def block_names(self) -> tuple[str, ...]:
+        return ("conv", "drop") if self.layers else ()
 
     def feature_map(self, x: Any) -> Any:
         if not self.has_feature_map:
@@ -66,7 +72,9 @@ class TinyAdapter(ModelAdapter):
         return torch.relu(self._m.conv(x)).mean(dim=(2, 3))
 
     def forward(self, x: Any) -> tuple[Any, Any]:
-        return self.from_feature_map(torch.relu(self._m.conv(x)))
+        fmap = torch.relu(self._m.conv(x))
+        h = fmap.mean(dim=(2, 3))
+        return self._m.fc(self._m.drop(h)), h
 
     __call__ = forward
 
@@ -77,6 +85,24 @@ class TinyAdapter(ModelAdapter):
 def _images(n: int = 6, seed: int = 0, dtype: Any = None) -> Any:
     x = torch.from_numpy(np.random.default_rng(seed).normal(size=(n, 3, 8, 8)))
     return x if dtype is None else x.to(dtype)
+
+
+def _train_batches(model: Any, n: int = 40, seed: int = 5) -> Any:
+    """Labelled ID training batches for the detectors that fit (labels cycle over 4 classes)."""
+    p = next(model.module.parameters())
+    x = _images(n, seed).to(p.dtype)
+    y = torch.arange(n) % 4
+
+    def batches() -> Any:
+        for lo in range(0, n, 16):
+            yield x[lo : lo + 16], y[lo : lo + 16]
+
+    return batches
+
+
+def _ready(det: Any, model: Any) -> Any:
+    """``det``, fitted on the training batches when it learns from ID images."""
+    return det.fit_model(model, _train_batches(model), source="train") if det.fits else det
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -103,13 +129,14 @@ def test_scores_are_a_finite_vector_and_deterministic(name: str, dtype: str) -> 
         model.module.float()
     x = _images(dtype=getattr(torch, dtype))
     before, params = x.clone(), [p.detach().clone() for p in model.module.parameters()]
+    det = _ready(detectors.get(name), model)
     rng = torch.random.get_rng_state()
-    det = detectors.get(name)
     s = det.score_batch(model, x)
     assert s.shape == (6,) and s.dtype == getattr(torch, dtype)
     assert torch.isfinite(s).all() and float(s.max() - s.min()) > 0
     torch.testing.assert_close(det.score_batch(model, x), s, rtol=0, atol=0)
-    torch.testing.assert_close(detectors.get(name).score_batch(model, x), s, rtol=0, atol=0)
+    again = _ready(detectors.get(name), model)  # fitting is deterministic too
+    torch.testing.assert_close(again.score_batch(model, x), s, rtol=0, atol=0)
     # inputs, weights, modes and the caller's random state are left as they were
     torch.testing.assert_close(x, before, rtol=0, atol=0)
     for p, q in zip(model.module.parameters(), params, strict=True):
@@ -128,7 +155,9 @@ def test_each_declared_need_is_checked(name: str) -> None:
     lacking = {
         "feature_map": TinyAdapter(feature_map=False),
         "dropout": TinyAdapter(dropout=False),
+        "layers": TinyAdapter(layers=False),
     }
+    assert set(lacking) == set(MODEL_NEEDS) - {"grad"}  # every model has gradients
     for need, model in lacking.items():
         reason = det.unavailable(model)
         if need not in det.model_requires:
@@ -141,7 +170,8 @@ def test_each_declared_need_is_checked(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_bad_inputs_are_one_line_errors(name: str) -> None:
-    det, model = detectors.get(name), TinyAdapter()
+    model = TinyAdapter()
+    det = _ready(detectors.get(name), model)
     bad = [
         _images()[0],  # one image without the batch axis
         _images().to(torch.int64),
@@ -174,16 +204,22 @@ def test_the_executor_stores_what_score_batch_gives(name: str, tmp_path) -> None
     model = TinyAdapter()
     model.module.float()
     src = image_folder(tmp_path / "imgs")
+    if detectors.get_class(name).fits:  # not fitted: refused before any image is read
+        with pytest.raises(NotFittedError, match=rf"^{name}\.score_batch: fit it"):
+            extract(model, src, tmp_path / "unfitted", scores=(name,), progress=False)
+        assert not (tmp_path / "unfitted").exists()
+    det = _ready(detectors.get(name), model)
     extract(model, src, tmp_path / "s", preset="resize8-crop8", batch_size=5, shard_size=5,
-            device="cpu", scores=(name,), progress=False, fsync=False)  # fmt: skip
+            device="cpu", scores=(det,), progress=False, fsync=False)  # fmt: skip
     st = open_store(tmp_path / "s")
-    assert st.meta["scores"][name] == detectors.get(name).describe()
+    assert st.meta["scores"][name] == det.describe()
     ds = ImageDataset(src, "resize8-crop8", model.mean, model.std)
     x = torch.stack([ds[i][0] for i in range(len(ds))])
-    want = detectors.get(name).score_batch(model, x).numpy()
+    want = det.score_batch(model, x).numpy()
     np.testing.assert_allclose(st.arrays(name)[0], want, rtol=1e-5, atol=1e-6)
     # a model lacking a declared need is refused before any image is read
-    for lacking in (TinyAdapter(feature_map=False), TinyAdapter(dropout=False)):
+    for lacking in (TinyAdapter(feature_map=False), TinyAdapter(dropout=False),
+                    TinyAdapter(layers=False)):  # fmt: skip
         det = get_model_detector(name)
         if det.unavailable(lacking) is not None:
             with pytest.raises(InputError, match=rf"^{name}: model 'tiny' "):

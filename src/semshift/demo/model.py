@@ -94,6 +94,12 @@ class GlyphNetAdapter(ModelAdapter):
         self.name, self.module = name, module.eval()
         self.layer = "pool(trunk) (global average pool of the last conv block)"
 
+    def block_names(self) -> tuple[str, ...]:
+        """The ReLU output of each of the four convolution blocks."""
+        return tuple(
+            f"trunk.{n}" for n, c in self._m.trunk.named_children() if isinstance(c, nn.ReLU)
+        )
+
     def feature_map(self, x: Tensor) -> Tensor:
         return self._m.trunk(x)
 

@@ -25,16 +25,36 @@ detectors import it inside their methods.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, Self
 
-from semshift.errors import InputError
+import numpy as np
+
+from semshift.errors import InputError, NotFittedError
 
 from ._base import Detector
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-__all__ = ["MODEL_NEEDS", "ModelLevelDetector", "ModelView", "active_dropout", "float32"]
+__all__ = [
+    "MODEL_NEEDS",
+    "Batches",
+    "ModelLevelDetector",
+    "ModelView",
+    "active_dropout",
+    "float32",
+    "pool_layer",
+]
+
+#: What :meth:`ModelLevelDetector.fit_model` receives: a callable giving a fresh iterable of
+#: ``(x, labels)`` batches of the ID training images on each call (one call per pass): ``x``
+#: normalised images (n, 3, H, W) float32 on the model's device, ``labels`` int64 (n,) class
+#: indices of the model's head.
+Batches = Callable[[], Iterable[tuple["Tensor", "Tensor"]]]
 
 #: What a model-level detector may need beyond the forward pass, declared in its
 #: ``model_requires``: name -> what it is (used in messages and docs).
@@ -42,6 +62,7 @@ MODEL_NEEDS: dict[str, str] = {
     "grad": "gradients of the outputs with respect to the input images",
     "feature_map": "the last feature map and the layers after it (CNN adapters)",
     "dropout": "dropout layers with p > 0, switched on for stochastic forward passes",
+    "layers": "the outputs of the network's main blocks (the adapter's block_names)",
 }
 
 
@@ -95,6 +116,16 @@ class ModelView(Protocol):
         """The last block's feature map (n, C', H', W') (only when ``has_feature_map``)."""
         ...
 
+    def block_names(self) -> tuple[str, ...]:
+        """Dotted names of the network's main blocks, shallow to deep (``()`` when unknown)."""
+        ...
+
+    def layer_outputs(
+        self, x: Tensor, names: Sequence[str] | None = None
+    ) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """``(logits, features, outputs of the blocks)`` of one forward pass (in the graph)."""
+        ...
+
     def from_feature_map(self, fmap: Tensor) -> tuple[Tensor, Tensor]:
         """``(logits, features)`` of the forward pass finished from a feature map."""
         ...
@@ -103,6 +134,17 @@ class ModelView(Protocol):
 def float32(t: Tensor) -> Tensor:
     """Half-precision results (autocast) in float32; float32 and float64 unchanged."""
     return t.float() if t.is_floating_point() and t.element_size() < 4 else t
+
+
+def pool_layer(t: Tensor) -> Tensor:
+    """One vector per image (n, C') of a block's output, the statistic Mahalanobis-type
+    detectors read from intermediate layers: a feature map (n, C', H', W') averaged over its
+    positions, tokens (n, L, D') averaged over the tokens, a matrix (n, D') as is."""
+    if t.ndim == 4:
+        return t.mean(dim=(2, 3))
+    if t.ndim == 3:
+        return t.mean(dim=1)
+    return t.reshape(t.shape[0], -1)
 
 
 def active_dropout(module: nn.Module) -> list[nn.Module]:
@@ -141,6 +183,13 @@ class ModelLevelDetector(Detector):
     model_requires: ClassVar[frozenset[str]] = frozenset()
     needs_grad: ClassVar[bool] = False
     needs_feature_map: ClassVar[bool] = False
+    #: Whether the detector learns statistics from labelled ID training images
+    #: (:meth:`fit_model`) before it can score; extraction fits it on the run's ``id_train``
+    #: images (or the images given to ``semshift extract --fit-images``).
+    fits: ClassVar[bool] = False
+    #: The attributes holding the fitted state (each a NumPy array or a list of arrays), saved
+    #: and loaded by :meth:`state` / :meth:`load_state`.
+    state_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -167,7 +216,186 @@ class ModelLevelDetector(Detector):
                 f"model {model.name!r} has no dropout layer with p > 0 (torch.nn Dropout "
                 "modules) to sample from"
             )
+        if "layers" in self.model_requires and not model.block_names():
+            return (
+                f"model {model.name!r} names no blocks whose outputs could be read (its adapter's "
+                "block_names is empty; a HookAdapter takes them as `blocks`)"
+            )
         return None
+
+    # -- fitting on ID training images ----------------------------------------------------------
+    @property
+    def is_fitted(self) -> bool:
+        """Whether the fitted state is present (always True for a detector that does not fit)."""
+        return not self.fits or all(hasattr(self, n) for n in self.state_names)
+
+    def fit_model(self, model: ModelView, batches: Batches, *, source: str = "") -> Self:
+        """Learn the detector's statistics from labelled ID training images.
+
+        Parameters
+        ----------
+        model : ModelView
+            The network, in evaluation mode (the same one whose images will be scored).
+        batches : Batches
+            A callable giving a fresh iterable of ``(x, labels)`` batches on each call; the
+            detector makes as many passes as its method needs. Gradients are enabled: a
+            detector that needs none wraps its passes in ``torch.no_grad()``.
+        source : str
+            What the images were (their fingerprint), recorded in :meth:`describe`.
+
+        Raises
+        ------
+        InputError
+            A detector that does not fit, bad hyperparameters, a model lacking what the
+            detector needs, or no labelled image.
+        """
+        if not self.fits:
+            raise InputError(
+                f"{self.name}: nothing to fit; its scores need only the network and the images"
+            )
+        self.check(model)
+        self._fit_model(model, batches)
+        missing = [n for n in self.state_names if not hasattr(self, n)]
+        if missing:  # pragma: no cover - a detector's bug, not the user's
+            raise RuntimeError(f"{self.name}: fit_model left {missing} unset")
+        self.fit_source_ = str(source)
+        self._device_cache: dict[Any, Any] = {}
+        return self
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The fitted arrays by name (a list attribute ``a`` as ``a.0``, ``a.1``, ...).
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit_model` or :meth:`load_state`.
+        """
+        self._require_fitted("state")
+        out: dict[str, np.ndarray] = {}
+        for name in self.state_names:
+            value = getattr(self, name)
+            if isinstance(value, list | tuple):
+                out.update({f"{name}.{i}": np.asarray(v) for i, v in enumerate(value)})
+            else:
+                out[name] = np.asarray(value)
+        return out
+
+    def state_digest(self) -> str:
+        """SHA-256 (16 hex digits) of the hyperparameters and the fitted arrays."""
+        sha = hashlib.sha256(json.dumps(self.get_params(), sort_keys=True, default=str).encode())
+        for key, arr in sorted(self.state().items()):
+            sha.update(key.encode())
+            sha.update(str(arr.dtype).encode() + str(arr.shape).encode())
+            sha.update(np.ascontiguousarray(arr).tobytes())
+        return sha.hexdigest()[:16]
+
+    def load_state(self, arrays: Mapping[str, np.ndarray], *, source: str = "") -> Self:
+        """Set the fitted state from :meth:`state`'s arrays (checked: names, numeric, finite).
+
+        Raises
+        ------
+        InputError
+            A state array missing, not numeric, or holding NaN or infinity.
+        """
+        if not self.fits:
+            raise InputError(f"{self.name}: has no fitted state to load")
+        for name in self.state_names:
+            if name in arrays:
+                setattr(self, name, self._checked_state(name, arrays[name]))
+                continue
+            parts = sorted(
+                (int(k.rsplit(".", 1)[1]), k)
+                for k in arrays
+                if k.startswith(name + ".") and k.rsplit(".", 1)[1].isdigit()
+            )
+            if not parts or [i for i, _ in parts] != list(range(len(parts))):
+                raise InputError(f"{self.name}: the fitted state has no array {name!r}")
+            setattr(self, name, [self._checked_state(k, arrays[k]) for _, k in parts])
+        self.fit_source_ = str(source)
+        self._device_cache = {}
+        return self
+
+    def _checked_state(self, key: str, arr: Any) -> np.ndarray:
+        a = np.asarray(arr)
+        if a.dtype.kind not in "biuf":
+            raise InputError(f"{self.name}: fitted array {key!r} has dtype {a.dtype}, not numeric")
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise InputError(f"{self.name}: fitted array {key!r} holds NaN or infinity")
+        return a
+
+    def save_state(self, path: str | Path) -> Path:
+        """Write the fitted state to ``path`` (``.npz``: arrays, plus the hyperparameters and
+        the training images' fingerprint as JSON; loaded without pickle)."""
+        state = self.state()
+        meta = {"name": self.name, "params": self.describe_params(),
+                "source": getattr(self, "fit_source_", "")}  # fmt: skip
+        state["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        path = Path(path)
+        with open(path, "wb") as fh:
+            np.savez(fh, **state)  # type: ignore[arg-type]
+        return path
+
+    def load_state_file(self, path: str | Path) -> Self:
+        """Load a state written by :meth:`save_state` for this detector and hyperparameters.
+
+        Raises
+        ------
+        InputError
+            Not a state file, another detector's, or fitted with other hyperparameters.
+        """
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            meta = json.loads(bytes(arrays.pop("__meta__")).decode())
+        except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: not a fitted detector state ({exc})") from None
+        if meta.get("name") != self.name:
+            raise InputError(f"{path}: the state of {meta.get('name')!r}, not of {self.name!r}")
+        if meta.get("params") != self.describe_params():
+            raise InputError(
+                f"{path}: {self.name} fitted with {meta.get('params')}, asked for "
+                f"{self.describe_params()}"
+            )
+        return self.load_state(arrays, source=str(meta.get("source", "")))
+
+    def describe_params(self) -> dict[str, Any]:
+        """The hyperparameters as :meth:`describe` records them (without the fit)."""
+        return {k: v for k, v in self.describe().items() if k not in ("name", "fit")}
+
+    def fitted_tensor(self, name: str, like: Tensor) -> Any:
+        """The fitted state ``name`` as a tensor (or list of tensors) on ``like``'s device, in
+        float64 when ``like`` is float64 else float32 (integer arrays keep int64); cached."""
+        import torch
+
+        self._require_fitted("score")
+        dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
+        cache = getattr(self, "_device_cache", None)
+        if cache is None:
+            cache = self._device_cache = {}
+        key = (name, str(like.device), dtype)
+        if key not in cache:
+
+            def conv(a: np.ndarray) -> Tensor:
+                if a.dtype.kind in "biu":
+                    return torch.as_tensor(a.astype(np.int64), device=like.device)
+                return torch.as_tensor(a, device=like.device).to(dtype)
+
+            value = getattr(self, name)
+            cache[key] = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+        return cache[key]
+
+    def _require_fitted(self, what: str) -> None:
+        if not self.is_fitted:
+            raise NotFittedError(
+                f"{self.name}.{what}: fit it on labelled ID training images first "
+                "(fit_model; a run fits it on the id_train images, semshift extract on "
+                "--fit-images)"
+            )
+
+    def _fit_model(self, model: ModelView, batches: Batches) -> None:  # pragma: no cover
+        """Fit the state named in ``state_names``; see :meth:`fit_model`."""
+        raise NotImplementedError
 
     def check(self, model: ModelView) -> None:
         """Check the hyperparameters and that ``model`` provides what this detector needs.
@@ -208,6 +436,7 @@ class ModelLevelDetector(Detector):
             floating-point tensor.
         """
         self.check(model)
+        self._require_fitted("score_batch")
         shape = tuple(getattr(x, "shape", ()))
         if len(shape) != 4 or not (hasattr(x, "is_floating_point") and x.is_floating_point()):
             what = f"{getattr(x, 'dtype', type(x).__name__)} of shape {shape}"
@@ -223,8 +452,13 @@ class ModelLevelDetector(Detector):
         return scores
 
     def describe(self) -> dict[str, Any]:
-        """Name and hyperparameters, as ``meta.json`` records the score column."""
-        return {"name": self.name, **self.get_params()}
+        """Name and hyperparameters, as ``meta.json`` records the score column; a fitted
+        detector adds ``fit``: the training images' fingerprint and its state's digest."""
+        out: dict[str, Any] = {"name": self.name, **self.get_params()}
+        if self.fits and self.is_fitted:
+            out["fit"] = {"source": getattr(self, "fit_source_", ""),
+                          "state": self.state_digest()}  # fmt: skip
+        return out
 
     # -- hooks ------------------------------------------------------------------------------
     def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:  # pragma: no cover

@@ -142,6 +142,60 @@ class ModelAdapter:
     def feature_dim(self) -> int:
         return int(self._head_module().weight.shape[1])
 
+    def block_names(self) -> tuple[str, ...]:
+        """Dotted module names of the network's main blocks, shallow to deep (may be empty).
+
+        Model-level detectors that read several layers (``model_requires`` containing
+        ``"layers"``: Mahalanobis ensembles, Gram matrices, neuron coverage ...) read these
+        blocks' outputs through :meth:`layer_outputs`. Each output is a feature map (n, C', H',
+        W'), tokens (n, L, D') or a matrix (n, D'); an adapter that cannot name its blocks
+        returns ``()`` and those detectors are left out for it.
+        """
+        return ()
+
+    def layer_outputs(
+        self, x: Tensor, names: Sequence[str] | None = None
+    ) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """``(logits, features, outputs)`` of one forward pass, with the outputs of ``names``.
+
+        ``names`` default to :meth:`block_names`. The outputs are taken by forward hooks and
+        copied (a later in-place operation of the network cannot change them); they stay in
+        the autograd graph, so a detector can differentiate through them.
+
+        Raises
+        ------
+        InputError
+            No block names, or a name that is not a module of the network.
+        """
+        wanted = self.block_names() if names is None else tuple(names)
+        if not wanted:
+            raise InputError(f"model {self.name!r} names no blocks to read layer outputs from")
+        named = dict(self.module.named_modules())
+        for key in wanted:
+            if key not in named:
+                close = difflib.get_close_matches(key, list(named), n=3)
+                hint = f"; close: {', '.join(close)}" if close else ""
+                raise UnknownNameError(f"{self.name}: no module named {key!r}{hint}")
+        grabbed: dict[str, Tensor] = {}
+
+        def grab(key: str) -> Callable[..., None]:
+            def hook(_m: nn.Module, _args: Any, out: Any) -> None:
+                if isinstance(out, Tensor):
+                    grabbed[key] = out.clone()
+
+            return hook
+
+        handles = [named[key].register_forward_hook(grab(key)) for key in wanted]
+        try:
+            logits, h = self.forward(x)
+        finally:
+            for handle in handles:
+                handle.remove()
+        missing = [key for key in wanted if key not in grabbed]
+        if missing:
+            raise InputError(f"{self.name}: blocks {missing} gave no tensor in the forward pass")
+        return logits, h, [grabbed[key] for key in wanted]
+
     def feature_map(self, x: Tensor) -> Tensor:
         """The last block's feature map (n, C', H', W')."""
         raise InputError(f"model {self.name!r} has no spatial feature map (not a CNN adapter)")
@@ -217,6 +271,29 @@ class TorchvisionAdapter(ModelAdapter):
         self.has_feature_map = self.kind in (
             "resnet", "densenet", "regnet", "features_classifier", "maxvit"
         )  # fmt: skip
+
+    def block_names(self) -> tuple[str, ...]:
+        """Stages of ResNet, DenseNet, RegNet, MaxViT and the ``features`` children of the
+        ``features`` + ``classifier`` families (VGG / AlexNet: their pooling layers; the
+        convolutions' outputs are changed in place by the ReLUs after them), and the encoder
+        layers of a ViT. Swin (channels-last maps) and the hooked families name none."""
+        m: Any = self.module
+        if self.kind == "resnet":
+            return ("layer1", "layer2", "layer3", "layer4")
+        if self.kind == "densenet":
+            return tuple(f"features.{n}" for n, _ in m.features.named_children()
+                         if n.startswith("denseblock"))  # fmt: skip
+        if self.kind == "regnet":
+            return tuple(f"trunk_output.{n}" for n, _ in m.trunk_output.named_children())
+        if self.kind == "features_classifier":
+            plain = (nn.ReLU, nn.Conv2d, nn.BatchNorm2d, nn.Dropout)
+            return tuple(f"features.{n}" for n, c in m.features.named_children()
+                         if not isinstance(c, plain))  # fmt: skip
+        if self.kind == "maxvit":
+            return tuple(f"blocks.{n}" for n, _ in m.blocks.named_children())
+        if self.kind == "vit":
+            return tuple(f"encoder.layers.{n}" for n, _ in m.encoder.layers.named_children())
+        return ()
 
     def _hooked_head_name(self) -> str:
         m: Any = self.module
@@ -338,6 +415,15 @@ class TimmAdapter(ModelAdapter):
         except (RuntimeError, AssertionError, ValueError):
             return False
 
+    def block_names(self) -> tuple[str, ...]:
+        """The modules of timm's ``feature_info`` for CNNs (channels-first maps), else none."""
+        info = getattr(self._m, "feature_info", None)
+        if not self.has_feature_map or not info:
+            return ()
+        named = dict(self.module.named_modules())
+        names = [i.get("module") for i in info if isinstance(i, dict)]
+        return tuple(n for n in names if isinstance(n, str) and n in named)
+
     def feature_map(self, x: Tensor) -> Tensor:
         out = self._m.forward_features(x)
         if out.ndim != 4:
@@ -373,13 +459,28 @@ class HookAdapter(ModelAdapter):
         Dotted name of the penultimate layer whose output (flattened) is h. Default: the input of
         ``head``. When given, ``head(h)`` must reproduce the logits; logits are still taken from
         the model's own output.
+    blocks : sequence of str, optional
+        Dotted names of the network's main blocks, shallow to deep, for the detectors that
+        read several layers (:meth:`ModelAdapter.block_names`); default none.
     """
 
     def __init__(
-        self, name: str, module: nn.Module, *, head: str | None = None, layer: str | None = None
+        self,
+        name: str,
+        module: nn.Module,
+        *,
+        head: str | None = None,
+        layer: str | None = None,
+        blocks: Sequence[str] = (),
     ) -> None:
         self.name, self.module = name, module.eval()
         named = dict(module.named_modules())
+        for block in blocks:
+            if block not in named:
+                close = difflib.get_close_matches(block, list(named), n=3)
+                hint = f"; close: {', '.join(close)}" if close else ""
+                raise UnknownNameError(f"{name}: no module named {block!r} for `blocks`{hint}")
+        self._blocks = tuple(blocks)
         if head is None:
             linears = [n for n, m in named.items() if isinstance(m, nn.Linear)]
             if not linears:
@@ -400,6 +501,9 @@ class HookAdapter(ModelAdapter):
             target.register_forward_pre_hook(self._grab_input)
         else:
             target.register_forward_hook(self._grab_output)
+
+    def block_names(self) -> tuple[str, ...]:
+        return self._blocks
 
     def _grab_input(self, _m: nn.Module, args: tuple[Tensor, ...]) -> None:
         self._captured = args[0]

@@ -99,6 +99,65 @@ class _Extractor:
         self.random_models: dict[int, ModelAdapter] = {}  # random copies kept between sources
         self.skipped: dict[str, str] = {}
         self.per_pass: int | None = None
+        self.opened: dict[str, Any] = {}  # source name -> its ImageSource (listed once)
+        self.fitted: dict[tuple[str, int | None], Any] = {}  # (detector, seed) -> fitted one
+
+    def open_images(self, name: str, src: SourceConfig, role: str) -> Any:
+        """The ImageSource of an ``images:`` / ``layout:`` set (listed once per run)."""
+        if name not in self.opened:
+            from semshift.features.data import open_source
+
+            unknown = src.unknown or ("ood" if role == "ood" else "error")
+            lay = src.layout
+            if lay is not None:
+                from semshift.catalog.layouts import open_layout
+
+                self.opened[name] = open_layout(lay.name, lay.root, **lay.params)
+            else:
+                assert src.images is not None
+                self.opened[name] = open_source(src.images, self.cfg.classes, unknown=unknown)
+        return self.opened[name]
+
+    def train_images(self) -> Any | None:
+        """The id_train images a fitted model-level detector learns from (None for a store)."""
+        src = self.cfg.sources()["id_train"]
+        return self.open_images("id_train", src, "id_train") if is_images(src) else None
+
+    def fitted_detector(self, det: Any, adapter: ModelAdapter, seed: int | None) -> str | None:
+        """Fit ``det`` on the id_train images with ``adapter`` (cached under ``model_fit/``),
+        or say why it cannot be fitted."""
+        train = self.train_images()
+        if train is None:
+            return (
+                "it learns from the ID training images, and data.id_train is a feature store "
+                "(give data.id_train as images)"
+            )
+        m = self.cfg.model
+        assert m is not None
+        weights_id = (
+            {"random_init_seed": seed} if seed is not None else {"weights": self.weights_id()}
+        )
+        key = stable_hash({
+            "detector": det.describe(), "model": m.name, "num_classes": m.num_classes,
+            "kwargs": m.kwargs, **weights_id, "preset": self.preset(),
+            "images": train.fingerprint(), "classes": self.cfg.classes,
+        })  # fmt: skip
+        path = self.ctx.cache.dir("model_fit", key) / "state.npz"
+        if path.is_file() and not self.ctx.force:
+            det.load_state_file(path)
+            return None
+        from semshift.features.model_detectors import fit_model_detectors
+
+        self.ctx.log.line(f"fit: {det.name} on id_train ({len(train)} images)")
+        fit_model_detectors(
+            [det], adapter, train, preset=self.preset(), batch_size=m.batch_size,
+            workers=m.workers, device=m.device,
+        )  # fmt: skip
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        det.save_state(tmp)
+        tmp.replace(path)
+        return None
 
     def model_level_params(self, name: str) -> dict[str, Any]:
         for d in self.cfg.detector_specs():
@@ -209,26 +268,27 @@ class _Extractor:
         Each (source, seed) has its own cache entry; those not cached yet are extracted together,
         decoding each image once, in passes of as many models as the parameter budget allows.
         """
-        from semshift.features.data import open_source
-
         cfg, cache = self.cfg, self.ctx.cache
         m = cfg.model
         first = jobs[0][0]
         assert m is not None and is_images(first.cfg)
         unknown = first.cfg.unknown or ("ood" if first.role == "ood" else "error")
-        lay = first.cfg.layout
-        if lay is not None:
-            from semshift.catalog.layouts import open_layout
-
-            source = open_layout(lay.name, lay.root, **lay.params)
-        else:
-            assert first.cfg.images is not None
-            source = open_source(first.cfg.images, cfg.classes, unknown=unknown)
+        source = self.open_images(first.name, first.cfg, first.role)
         corr = first.cfg.corruption
         # model-level detectors score the evaluated sets and id_val (an operating point's
         # threshold is set on its scores): no ODIN passes over training images
         scores = [] if first.role == "id_train" else self.model_level_requested()
         preset = self.preset()
+        from semshift.detectors import ModelLevelDetector, get_class
+
+        fitting = [
+            n
+            for n in scores
+            if n not in self.skipped
+            and issubclass(cls := get_class(n), ModelLevelDetector)
+            and cls.fits
+        ]
+        train = self.train_images() if fitting else None
         desc = {
             "model": m.name,
             "num_classes": m.num_classes,
@@ -240,8 +300,12 @@ class _Extractor:
             "unknown": unknown,
             "corruption": corr.model_dump() if corr is not None else None,
             "corruption_seed": cfg.seed,
-            "scores": {n: self.model_level_params(n) for n in scores},
-        }
+            "scores": {
+                n: {**self.model_level_params(n),
+                    **({"fit_on": train.fingerprint()} if n in fitting and train else {})}
+                for n in scores
+            },
+        }  # fmt: skip
         todo: list[tuple[str, int | None, Path]] = []
         for s, seed in jobs:
             weights_id = (
@@ -269,15 +333,26 @@ class _Extractor:
 
             seed_c = corr.seed if corr.seed is not None else cfg.seed
             corruption = Corruption(corr.name, corr.severity, seed=seed_c)
-        per_pass = self.models_per_pass()
+        # a fitted detector's state belongs to one model: one model per pass then
+        per_pass = 1 if fitting else self.models_per_pass()
         for start in range(0, len(todo), per_pass):
             part = todo[start : start + per_pass]
-            adapters = self.adapters([seed for _, seed, _ in part], keep=per_pass)
+            adapters = self.adapters([seed for _, seed, _ in part], keep=max(per_pass, 1))
             dets = []
             for n in scores:
+                if n in self.skipped:
+                    continue
                 det = get_model_detector(n, **self.model_level_params(n))
                 # what the detector declares it needs (a feature map, dropout layers, ...)
                 reason = det.unavailable(adapters[0])
+                if reason is None and det.fits:
+                    seed = part[0][1]
+                    if (n, seed) in self.fitted:
+                        det = self.fitted[n, seed]
+                    else:
+                        reason = self.fitted_detector(det, adapters[0], seed)
+                        if reason is None:
+                            self.fitted[n, seed] = det
                 if reason is not None:
                     self.skipped[n] = reason
                     continue
