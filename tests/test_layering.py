@@ -2,7 +2,7 @@
 
 taxonomy / metrics / detectors -> features / splits -> protocols -> report -> run -> demo -> cli:
 a module may import its own layer and the layers below it, never one above. ``errors``,
-``data`` and the package root are the base every layer may use.
+``textio``, ``data`` and the package root are the base every layer may use.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "semshift"
 
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "textio": 0,
     "data": 0,
     "__init__": 0,
     "taxonomy": 1,

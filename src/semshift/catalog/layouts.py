@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from semshift.errors import InputError, UnknownNameError, did_you_mean
 from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
+from semshift.textio import read_text
 
 __all__ = [
     "LAYOUTS",
@@ -136,14 +137,9 @@ def _locate(root: str | Path, layout: str, marker: str, candidates: Sequence[str
 
 def _read_lines(path: Path, layout: str) -> list[tuple[int, str]]:
     """(line number, stripped line) of the non-empty lines of a release's text file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{layout}: {path} not found") from None
-    except OSError as err:
-        raise InputError(f"{layout}: cannot read {path}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{layout}: {path} is not UTF-8 text") from None
+    if not path.is_file() and not path.exists():
+        raise InputError(f"{layout}: {path} not found")
+    text = read_text(path, f"{layout}:")
     return [(i, ln.strip()) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
 
 

@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from semshift.errors import InputError, UnknownNameError
 from semshift.taxonomy.classlists import ClassList, load_classlist
+from semshift.textio import read_text
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -340,12 +341,7 @@ def file_list(path: str | Path, classes: ClassList | str | Path | None = None) -
         A label that is neither an index, a class id nor a class name.
     """
     lst = Path(path)
-    try:
-        text = lst.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read file list {lst}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"file list {lst} is not UTF-8 text") from None
+    text = read_text(lst, "file list")
     cl = _as_classlist(classes)
     lookup = _class_lookup(cl) if cl is not None else {}
     parent = str(lst.parent.resolve())  # relative paths are relative to the list's folder

@@ -41,6 +41,7 @@ from semshift.protocols.registry import (
     get_protocol,
     list_protocols,
 )
+from semshift.textio import read_text
 
 __all__ = [
     "BootstrapConfig",
@@ -374,12 +375,9 @@ def _validation_error(err: ValidationError, where: str) -> InputError:
 def _read_yaml(path: Path) -> Any:
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"config file {path} does not exist") from None
-    except OSError as err:
-        raise InputError(f"cannot read config file {path}: {err.strerror or err}") from None
+    if not path.exists():
+        raise InputError(f"config file {path} does not exist")
+    text = read_text(path, "config file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

@@ -33,6 +33,7 @@ import pandas as pd
 
 from semshift.errors import InputError
 from semshift.splits.manifest import SplitManifest
+from semshift.textio import read_csv
 
 __all__ = ["LeakReport", "check_split"]
 
@@ -128,10 +129,7 @@ def check_split(
             img_base = Path(root) if root is not None else Path.cwd()
         else:
             ipath = Path(images)
-            try:
-                frame = pd.read_csv(ipath, dtype=str, keep_default_na=False)
-            except (OSError, pd.errors.ParserError) as err:
-                raise InputError(f"cannot read image table {ipath}: {err}") from None
+            frame = read_csv(ipath, "image table", dtype=str, keep_default_na=False)
             stored = manifest.extra.get("image_root")
             img_base = (
                 Path(root)

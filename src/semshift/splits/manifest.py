@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from semshift import __version__
 from semshift.errors import InputError
+from semshift.textio import read_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,10 +103,7 @@ class SplitManifest:
         path = Path(path)
         if path.is_dir():
             path = path / "split.json"
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise InputError(f"cannot read split manifest {path}: {err.strerror or err}") from None
+        text = read_text(path, "split manifest")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:

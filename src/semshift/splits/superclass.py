@@ -54,6 +54,7 @@ from semshift.splits.ssb import resolve_classes
 from semshift.taxonomy import _graph as g
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
+from semshift.textio import read_csv, read_text
 
 __all__ = [
     "ImageTextScorer",
@@ -198,13 +199,12 @@ def load_superclass_names(spec: str | Path | Sequence[str] = "sood") -> list[str
         if str(spec) == "sood":
             text = (files("semshift.data") / "classlists" / "sood_superclasses.txt").read_text()
         else:
-            try:
-                text = Path(spec).read_text(encoding="utf-8")
-            except OSError as err:
+            if not Path(spec).is_file():
                 raise InputError(
                     f"super-class names {spec!r}: use 'sood' or a file with one name per line "
-                    f"({err.strerror or err})"
-                ) from None
+                    "(no such file)"
+                )
+            text = read_text(spec, "super-class names")
         names = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
         names = [n for n in names if n]
     else:
@@ -551,10 +551,7 @@ def read_scores(path: str | Path) -> pd.DataFrame:
     Returns the table with a ``line`` column (file line of each row) for error messages.
     """
     path = Path(path)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read scores {path}: {err}") from None
+    frame = read_csv(path, "scores", dtype=str, keep_default_na=False)
     missing = [c for c in ("class", "score") if c not in frame.columns]
     if missing:
         raise InputError(f"{path}, line 1: the header must name the column(s) {', '.join(missing)}")

@@ -47,6 +47,7 @@ from semshift.splits.registry import (
 from semshift.splits.ssb import resolve_classes
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
+from semshift.textio import read_csv, read_text
 
 __all__ = ["ZSLParams", "ZSLResult", "build_zsl_split", "read_image_list"]
 
@@ -93,13 +94,12 @@ def read_image_list(path: str | Path) -> pd.DataFrame:
     """Read images as a CSV with ``path`` and ``class`` (and optional ``set``) columns, or a
     whitespace-separated file list ``path label`` (one image per line, ``#`` comments)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read image list {path}: {err.strerror or err}") from None
+    text = read_text(path, "image list")
+    if not text.strip():
+        raise InputError(f"image list {path} is empty")
     first = text.split("\n", 1)[0]
     if path.suffix.lower() == ".csv" or first.startswith("path,"):
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame = read_csv(path, "image list", text=text, dtype=str, keep_default_na=False)
         missing = {"path"} - set(frame.columns)
         if missing:
             raise InputError(f"{path}, line 1: the header must name a 'path' column")

@@ -13,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from semshift.errors import InputError, UnknownNameError
+from semshift.textio import read_text
 
 __all__ = ["SHIPPED", "ClassList", "list_classlists", "load_classlist"]
 
@@ -71,12 +72,7 @@ def _read_shipped(name: str) -> ClassList:
 
 def read_wnid_file(path: Path) -> ClassList:
     """Read a file of class ids: one per line, first whitespace-separated field; ``#`` comments."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read class list {path}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"class list {path} is not UTF-8 text") from None
+    text = read_text(path, "class list")
     ids: list[str] = []
     lines: list[int] = []
     names: list[str] = []

@@ -27,6 +27,7 @@ from typing import Any
 from semshift.errors import TaxonomyFormatError, UnknownNameError
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.wordnet import WORDNET_NAME, wordnet
+from semshift.textio import read_text
 
 __all__ = ["load_taxonomy", "read_custom_taxonomy"]
 
@@ -147,10 +148,7 @@ def _read_json(path: Path, text: str) -> list[tuple[int, str, list[str], str]]:
 def read_custom_taxonomy(path: str | Path, *, name: str | None = None) -> Taxonomy:
     """Read a hierarchy from a ``.csv`` or ``.json`` edge list (format in the module docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise TaxonomyFormatError(f"cannot read taxonomy {path}: {err.strerror or err}") from None
+    text = read_text(path, "taxonomy", error=TaxonomyFormatError)
     if path.suffix.lower() == ".json":
         entries = _read_json(path, text)
     elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
