@@ -713,6 +713,17 @@ def extract_features(
             + "."
         ),
     ] = None,
+    fit_images: Annotated[
+        Path | None,
+        typer.Option(
+            help="Labelled ID training images (folder tree or file list) that the --score "
+            "detectors which learn from ID images (mds_ensemble, gram, ...) are fitted on."
+        ),
+    ] = None,
+    fit_max_images: Annotated[
+        int | None,
+        typer.Option(help="Fit on this many --fit-images, evenly spaced (default: all)."),
+    ] = None,
     executor: Annotated[
         str, typer.Option(help="local, or ray (one actor per GPU/CPU; needs the ray extra).")
     ] = "local",
@@ -756,13 +767,33 @@ def extract_features(
         model, weights=weights, random_init=random_init, seed=seed, num_classes=n_cls,
         classnames=names,
     )  # fmt: skip
+    from semshift.features.model_detectors import fit_model_detectors, get_model_detector
+
+    dets = [get_model_detector(name) for name in score or ()]
+    fitting = [d.name for d in dets if d.fits]
+    if fitting and fit_images is None:
+        raise InputError(
+            f"--score {', '.join(fitting)}: learns from ID training images; give them with "
+            "--fit-images DIR"
+        )
+    if fit_images is not None and not fitting:
+        raise InputError("--fit-images applies only with a --score detector that learns from "
+                         "ID training images")  # fmt: skip
+    if fitting:
+        assert fit_images is not None
+        train = open_source(fit_images, cl, unknown="skip")
+        console.print(f"fit: {', '.join(fitting)} on {fit_images} ({len(train)} images)")
+        fit_model_detectors(
+            dets, adapter, train, preset=preset, batch_size=batch_size, workers=workers,
+            device=device, max_images=fit_max_images,
+        )  # fmt: skip
     if executor == "ray":
         from semshift.features.ray_executor import connect
 
         connect(ray_address)
     summary = extract(
         adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
-        workers=workers, device=device, groups=groups, corruption=corrupt, scores=score or (),
+        workers=workers, device=device, groups=groups, corruption=corrupt, scores=dets,
         executor=executor, progress=progress,
     )  # fmt: skip
     reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
