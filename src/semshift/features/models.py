@@ -664,6 +664,14 @@ def load_state_dict(path: str | Path) -> dict[str, Tensor]:
         except (SafetensorError, OSError, ValueError) as err:
             raise InputError(f"weights file {p}: not a readable safetensors file ({err})") from None
     else:
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+        # torch.save writes a zip archive ("PK"), older versions a pickle (protocol 2+: 0x80)
+        if not (head.startswith(b"PK") or head[:1] == b"\x80"):
+            raise InputError(
+                f"weights file {p}: neither a PyTorch checkpoint nor a .safetensors file "
+                f"(it starts with {head!r})"
+            )
         try:
             state = torch.load(p, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as err:
@@ -673,9 +681,10 @@ def load_state_dict(path: str | Path) -> dict[str, Tensor]:
                 f"weights file {p}: refused, it needs unpickling arbitrary Python objects "
                 f"({detail.strip()[:160]}); {_PICKLE_HINT}"
             ) from None
-        except (RuntimeError, OSError, EOFError, ValueError) as err:
+        except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError) as err:
             raise InputError(
-                f"weights file {p}: not a readable PyTorch checkpoint ({err})"
+                f"weights file {p}: not a readable PyTorch checkpoint "
+                f"({type(err).__name__}: {str(err)[:160]})"
             ) from None
     for key in ("state_dict", "model", "model_state_dict"):
         if isinstance(state, Mapping) and key in state and isinstance(state[key], Mapping):
@@ -693,8 +702,12 @@ def _list_keys(keys: Sequence[str], n: int = 6) -> str:
     return f"{shown}, ... ({len(keys)} in all)" if len(keys) > n else shown
 
 
-def load_weights(module: nn.Module, path: str | Path) -> nn.Module:
+def load_weights(
+    module: nn.Module, path: str | Path, *, state: Mapping[str, Tensor] | None = None
+) -> nn.Module:
     """Load a local weights file into ``module``, strictly.
+
+    ``state``, when given, is the file's contents already read by :func:`load_state_dict`.
 
     Raises
     ------
@@ -702,7 +715,7 @@ def load_weights(module: nn.Module, path: str | Path) -> nn.Module:
         Missing or unexpected keys (named), or tensors of the wrong shape (named), or any error of
         :func:`load_state_dict`.
     """
-    state = load_state_dict(path)
+    state = load_state_dict(path) if state is None else state
     own = module.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -1441,6 +1454,9 @@ def load_model(
         return _load_timm_pretrained(name, str(weights), kwargs)
     if library == "open_clip":
         return _load_open_clip_pretrained(name, str(weights), classnames, kwargs)
+    state = None
+    if weights is not None:  # a bad file is reported before a model is built (and warns)
+        state = load_state_dict(weights)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if name.startswith("timm/"):
@@ -1463,7 +1479,7 @@ def load_model(
         adapter.weights_desc = f"random-init (Kaiming normal, seed {seed})"
     else:
         assert weights is not None
-        load_weights(adapter.module, weights)
+        load_weights(adapter.module, weights, state=state)
         adapter.weights_desc = str(weights)
     adapter.module.eval()
     if isinstance(adapter, OpenClipAdapter) and classnames is not None:

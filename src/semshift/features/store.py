@@ -76,6 +76,7 @@ __all__ = [
     "atomic_write",
     "concat_stores",
     "open_store",
+    "read_meta",
     "write_store",
 ]
 
@@ -1223,6 +1224,35 @@ _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semshift-prefe
 
 
 # --------------------------------------------------------------------------- open / concat
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta.json`` of a finished store, or a one-line error saying what ``path`` is.
+
+    Raises
+    ------
+    InputError
+        An unfinished extraction (``run.json`` without ``meta.json``: run it again to finish
+        it), not a store at all, or an unreadable ``meta.json``.
+    """
+    root = Path(path)
+    meta_file = root / "meta.json"
+    if not meta_file.is_file():
+        if (root / "run.json").is_file():
+            raise InputError(
+                f"{root} is an unfinished extraction (no meta.json); run the extraction again "
+                "to finish it"
+            )
+        if not root.exists():
+            raise InputError(f"feature store {root} does not exist")
+        raise InputError(f"{root} is not a feature store (no meta.json)")
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{meta_file}: unreadable ({err})") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{meta_file}: not a store's meta.json (expected a JSON object)")
+    return meta
+
+
 def open_store(path: str | Path, *, _index: pd.DataFrame | None = None) -> FeatureStore:
     """Open a finished store lazily (reads ``meta.json``; the index and arrays on demand).
 
@@ -1236,17 +1266,7 @@ def open_store(path: str | Path, *, _index: pd.DataFrame | None = None) -> Featu
     """
     root = Path(path)
     meta_file = root / "meta.json"
-    if not meta_file.is_file():
-        if (root / "run.json").is_file():
-            raise InputError(
-                f"{root} is an unfinished extraction (no meta.json); run the extraction again "
-                "to finish it"
-            )
-        raise InputError(f"{root} is not a feature store (no meta.json)")
-    try:
-        meta = json.loads(meta_file.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{meta_file}: unreadable ({err})") from None
+    meta = read_meta(root)
     if meta.get("format") != FORMAT_VERSION:
         raise InputError(
             f"{meta_file}: store format {meta.get('format')!r}, this semshift reads format "

@@ -36,8 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from semshift.errors import InputError
-from semshift.features.store import atomic_write, file_checksum, recorded_checksum
+from semshift.features.store import atomic_write, file_checksum, read_meta, recorded_checksum
 
 __all__ = ["KEY_LENGTH", "StageCache", "stable_hash", "store_fingerprint"]
 
@@ -86,13 +85,7 @@ def store_fingerprint(path: str | Path) -> str:
     InputError
         ``path`` is not a finished store.
     """
-    meta_file = Path(path) / "meta.json"
-    try:
-        meta = json.loads(meta_file.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path} is not a feature store (no meta.json)") from None
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{meta_file}: unreadable ({err})") from None
+    meta = read_meta(path)
     checksums = {
         info["file"]: recorded_checksum(info)
         for sh in meta.get("shards", [])

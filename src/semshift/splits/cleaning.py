@@ -277,6 +277,10 @@ def visual_ambiguity(
         distance, dropped
     classes : DataFrame, one row per class: images, dropped_images, fraction, dropped
     """
+    if not 0.0 <= float(max_fraction) <= 1.0:
+        raise InputError(
+            f"max_fraction: a fraction of a class's images in [0, 1], got {max_fraction}"
+        )
     x = np.asarray(id_features, dtype=np.float32)
     y = np.asarray(candidate_features, dtype=np.float32)
     cls = np.asarray(candidate_class)

@@ -220,6 +220,11 @@ def train_laid(
     """
     import torch
 
+    for what, value in (("epochs", epochs), ("batch_size", batch_size)):
+        if int(value) < 1:
+            raise InputError(f"LAID training: {what} must be >= 1, got {value}")
+    if not float(lr) > 0:
+        raise InputError(f"LAID training: lr must be > 0, got {lr}")
     st = np.asarray(standard, dtype=np.float32)
     ss = np.asarray(semantic_shift, dtype=np.float32)
     cs = np.asarray(covariate_shift, dtype=np.float32)
@@ -280,6 +285,8 @@ def fit_laid_from_text(
     LAID matrix will be applied to (a CLIP text tower, e.g. the open_clip adapter of
     :mod:`semshift.features.models`). Each distinct text is embedded once.
     """
+    if int(n_triplets) < 1:
+        raise InputError(f"LAID training: the number of triplets must be >= 1, got {n_triplets}")
     st, ss, cs = laid_triplets(labels, templates, n=n_triplets, seed=seed)
     texts = sorted(set(st) | set(ss) | set(cs))
     emb = np.asarray(encoder.encode(texts), dtype=np.float32)

@@ -271,6 +271,12 @@ def build_superclasses(
     InputError
         A super-class with no sub-class (unless ``allow_empty``).
     """
+    if not -1.0 <= float(threshold) <= 1.0:
+        raise InputError(f"threshold: a cosine similarity in [-1, 1], got {threshold}")
+    if int(levels) < 0 or int(min_subclasses) < 0:
+        raise InputError(
+            f"levels and min_subclasses must be >= 0, got {levels} and {min_subclasses}"
+        )
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
     sc_names = load_superclass_names(names)
     pool_ids, pool_src = resolve_classes(tax, pool, "pool")
