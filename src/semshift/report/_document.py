@@ -471,6 +471,17 @@ def _provenance_blocks(run: RunData, fpr_note: str) -> list[Block]:
     if not prov:
         blocks.append(Paragraph(f"No results.json in {run.root}: provenance unknown."))
         return blocks
+    notes = prov.get("notes")
+    mixed = notes.get("mixed_models") if isinstance(notes, dict) else None
+    if isinstance(mixed, dict) and mixed:
+        blocks.append(
+            Paragraph(
+                "Cross-model study (data.mixed_models): these sets were scored by another "
+                "classifier than id_train's, so their scores and the detectors fitted on "
+                "id_train come from different models:",
+                tuple(f"{k}: {v}" for k, v in mixed.items()),
+            )
+        )
     cfg = prov.get("config") or {}
     if isinstance(cfg, dict) and cfg:
         keys = ("name", "seed", "detectors", "protocols", "metrics", "bootstrap", "model")

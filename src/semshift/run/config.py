@@ -168,6 +168,10 @@ class DataConfig(_Strict):
     id_val: SourceConfig | None = None
     id_test: SourceConfig
     sets: dict[str, SetConfig] = Field(default_factory=dict)
+    #: allow stores of different models or heads (cross-model transfer studies): without it a
+    #: store whose model, weights or head differ from id_train's is an error; with it the
+    #: results record which sets came from another model
+    mixed_models: bool = False
 
 
 class DetectorSpec(_Strict):

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from semshift.errors import InputError, did_you_mean
 from semshift.run.cache import stable_hash
 from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig, SourceConfig
@@ -502,18 +504,63 @@ def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
                 result.random_worlds[seed] = make_world(cfg, f"seed{seed}", made)
         if ex.skipped:
             ctx.notes.setdefault("skipped_model_level", {}).update(ex.skipped)
-        _check_classes(cfg, result)
+        mixed = _check_classes(cfg, result)
+        if mixed:
+            ctx.notes["mixed_models"] = mixed
         # every store is verified here, before any detector is fitted (once per content)
         for world in [result.main, *result.random_worlds.values()]:
             for src in [world.train, *([world.val] if world.val else []), *world.evals]:
                 _ = src.store
+        _check_labels(result)
         if verified.hashed:
             rec.keys["verified"] = {p: "hashed" for p in verified.hashed}
     return result
 
 
-def _check_classes(cfg: RunConfig, result: ExtractStage) -> None:
-    """Every store must agree with the model and with each other on the class list."""
+def _model_id(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What identifies the classifier a store was extracted with: model, weights, head."""
+    head = meta.get("head") or {}
+    return {
+        "model": meta.get("model"),
+        "weights": meta.get("weights_sha256") or meta.get("weights"),
+        "head": head.get("checksum") if isinstance(head, Mapping) else None,
+    }
+
+
+def _describe_model(model: Mapping[str, Any]) -> str:
+    weights = str(model.get("weights") or "?").rsplit(":", 1)[-1]
+    head = str(model.get("head") or "?").rsplit(":", 1)[-1]
+    return f"model {model.get('model')!r}, weights {weights[:12]}, head {head[:12]}"
+
+
+def _check_labels(result: ExtractStage) -> None:
+    """Known labels of every set but the OOD ones must be classes of the head (they gave
+    accuracy 0 silently): refused, naming the first row."""
+    worlds = [("", result.main), *((f" (sanity seed {k})", w)
+                                   for k, w in result.random_worlds.items())]  # fmt: skip
+    for suffix, world in worlds:
+        for src in [world.train, *([world.val] if world.val else []), *world.evals]:
+            if src.role == "ood":
+                continue
+            c = int(src.meta()["arrays"]["logits"]["shape"][0])
+            labels = src.selection.labels
+            bad = (labels >= c) | (labels < -1)
+            if bad.any():
+                first = int(np.argmax(bad))
+                path = src.selection.index["path"].iloc[first]
+                raise InputError(
+                    f"{src.where}{suffix}: {int(bad.sum())} row(s) have a label outside the "
+                    f"head's {c} classes (first: label {int(labels[first])} of {path}); the "
+                    "store's classes must be the model's"
+                )
+
+
+def _check_classes(cfg: RunConfig, result: ExtractStage) -> dict[str, str]:
+    """Every store must agree with the model and with each other on the class list, and come
+    from the same classifier (model, weights, head) unless ``data.mixed_models``.
+
+    Returns the sets from another classifier (allowed by ``data.mixed_models``) and which.
+    """
     expected_ids: list[str] | None = None
     if cfg.classes is not None:
         from semshift.taxonomy.classlists import load_classlist
@@ -524,6 +571,7 @@ def _check_classes(cfg: RunConfig, result: ExtractStage) -> None:
         for seed, w in result.random_worlds.items()
     ]
     model_c = cfg.model.num_classes if cfg.model is not None else None
+    mixed: dict[str, str] = {}
     for suffix, sources in worlds:
         ref: dict[str, Any] = {}
         for s in sources:
@@ -559,13 +607,26 @@ def _check_classes(cfg: RunConfig, result: ExtractStage) -> None:
                     f"{where}: the store's class list differs from {cfg.classes!r} at index "
                     f"{first}; extract with the same class list"
                 )
+            model = _model_id(meta)
             if "c" not in ref:
-                ref.update(c=c, ids=ids, name=s.name)
+                ref.update(c=c, ids=ids, name=s.name, model=model)
                 continue
             if c != ref["c"]:
                 raise InputError(
                     f"{where}: the store has {c} classes but {ref['name']} has {ref['c']}; "
                     "every set must be scored by the same classifier"
+                )
+            if model != ref["model"]:
+                differ = [k for k in model if model[k] != ref["model"][k]]
+                if not cfg.data.mixed_models:
+                    raise InputError(
+                        f"{where}: the store comes from another model than {ref['name']} "
+                        f"({_describe_model(model)} vs {_describe_model(ref['model'])}; "
+                        f"{', '.join(differ)} differ); extract every set with one model, or set "
+                        "data.mixed_models: true for a cross-model study"
+                    )
+                mixed[f"{s.name}{suffix}"] = (
+                    f"{_describe_model(model)}, not {ref['name']}'s {_describe_model(ref['model'])}"
                 )
             if s.role == "ood":
                 continue  # labels of semantic-shift sets are ignored (all -1)
@@ -574,3 +635,4 @@ def _check_classes(cfg: RunConfig, result: ExtractStage) -> None:
                     f"{where}: the store's class list differs from that of {ref['name']}; "
                     "every set must use the same class list (same order)"
                 )
+    return mixed
