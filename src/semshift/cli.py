@@ -958,6 +958,14 @@ def evaluate_stores(
     report: Annotated[
         bool, typer.Option("--report/--no-report", help="Write report.html and report.md.")
     ] = True,
+    mixed_models: Annotated[
+        bool,
+        typer.Option(
+            "--mixed-models",
+            help="Accept stores of different models or heads (a cross-model study; the "
+            "report says so). Without it such stores are refused.",
+        ),
+    ] = False,
     force: ForceOption = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -996,6 +1004,8 @@ def evaluate_stores(
         **{n: {**source(n, p), "role": "ood", "split": n} for n, p in oods.items()},
         **{n: {**source(n, p), "role": "covariate"} for n, p in covs.items()},
     }
+    if mixed_models:
+        data["mixed_models"] = True
     protocols_cfg: dict[str, dict[str, object]] = {p: {} for p in protocols}
     if operating_point is not None:
         protocols_cfg["operating_point"] = {"recall": operating_point}

@@ -116,3 +116,23 @@ def test_a_negative_label_is_reported_as_it_is(two_models, tmp_path) -> None:
     two_models["minus7"] = _relabelled(two_models["test"], labels)
     with pytest.raises(InputError, match=r"1 row\(s\) have a label outside .*label -7 of im5"):
         run(_config(two_models, tmp_path / "out", "minus7"), progress=False)
+
+
+def test_evaluate_refuses_and_accepts_on_request(two_models, tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("semshift") or str(Path(sys.executable).parent / "semshift")
+    args = [exe, "evaluate", "--train", str(two_models["train"]), "--test",
+            str(two_models["test_b"]), "--ood", f"ood={two_models['ood']}", "--detector", "msp",
+            "--bootstrap", "0", "--no-report", "--quiet"]  # fmt: skip
+    res = subprocess.run([*args, "--out", str(tmp_path / "a")], capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "comes from another model than id_train" in lines[0]
+    ok = subprocess.run([*args, "--out", str(tmp_path / "b"), "--mixed-models"],
+                        capture_output=True, text=True)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    notes = json.loads((tmp_path / "b" / "results.json").read_text())["notes"]
+    assert list(notes["mixed_models"]) == ["id_test"]
