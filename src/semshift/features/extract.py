@@ -35,6 +35,7 @@ from semshift.features.model_detectors import (
 )
 from semshift.features.models import ModelAdapter
 from semshift.features.store import StoreWriter, sha256_file
+from semshift.locking import folder_lock
 
 __all__ = ["ExtractSummary", "ShardJob", "extract", "extract_many", "resolve_device"]
 
@@ -156,6 +157,7 @@ def extract(
     ray_workers: int | None = None,
     progress: bool = True,
     fsync: bool = True,
+    wait: bool = True,
 ) -> ExtractSummary:
     """Extract logits (n, C) and features (n, D) of every readable image into a store.
 
@@ -199,17 +201,22 @@ def extract(
         Show a progress bar (images/s, ETA).
     fsync : bool
         Flush each file to disk before renaming it into place.
+    wait : bool
+        While another process extracts into ``out`` (the store's lock,
+        :func:`semshift.locking.folder_lock`), wait for it (default) or raise at once.
 
     Raises
     ------
     InputError
         Bad sizes, an output directory holding a finished store or a different run.
+    LockedError
+        Another process extracts into ``out`` and ``wait`` is False.
     """
     return extract_many(
         [model], source, [out], preset=preset, batch_size=batch_size, shard_size=shard_size,
         workers=workers, device=device, amp=amp, groups=groups, corruption=corruption,
         scores=scores, executor=executor, ray_workers=ray_workers, progress=progress,
-        fsync=fsync,
+        fsync=fsync, wait=wait,
     )[0]  # fmt: skip
 
 
@@ -244,6 +251,7 @@ def extract_many(
     ray_workers: int | None = None,
     progress: bool = True,
     fsync: bool = True,
+    wait: bool = True,
 ) -> list[ExtractSummary]:
     """Extract several models over the same images in one pass: ``models[i]`` -> ``outs[i]``.
 
@@ -265,6 +273,44 @@ def extract_many(
     paths = [Path(o) for o in outs]
     if len({p.resolve() for p in paths}) != len(paths):
         raise InputError(f"every model needs its own output store, got {[str(p) for p in paths]}")
+    if batch_size < 1 or shard_size < 1:
+        raise InputError(f"batch size and shard size must be >= 1, got {batch_size}, {shard_size}")
+    if workers < 0:
+        raise InputError(f"workers must be >= 0, got {workers}")
+    if executor not in ("local", "ray"):
+        raise InputError(f"executor {executor!r}: use 'local' or 'ray'")
+    # one extraction per store at a time (a second one waits, or exits with wait=False)
+    with contextlib.ExitStack() as locks:
+        for p in paths:
+            locks.enter_context(folder_lock(p, what="feature store", wait=wait))
+        return _extract_many(
+            models, source, paths, preset=preset, batch_size=batch_size, shard_size=shard_size,
+            workers=workers, device=device, amp=amp, groups=groups, corruption=corruption,
+            scores=scores, executor=executor, ray_workers=ray_workers, progress=progress,
+            fsync=fsync,
+        )  # fmt: skip
+
+
+def _extract_many(
+    models: Sequence[ModelAdapter],
+    source: ImageSource,
+    paths: list[Path],
+    *,
+    preset: str,
+    batch_size: int,
+    shard_size: int,
+    workers: int,
+    device: str | torch.device,
+    amp: bool | None,
+    groups: Mapping[str, Any] | None,
+    corruption: Callable[[Any, int], Any] | None,
+    scores: Sequence[str | ModelLevelDetector],
+    executor: str,
+    ray_workers: int | None,
+    progress: bool,
+    fsync: bool,
+) -> list[ExtractSummary]:
+    """:func:`extract_many` with every store locked."""
     if batch_size < 1 or shard_size < 1:
         raise InputError(f"batch size and shard size must be >= 1, got {batch_size}, {shard_size}")
     if workers < 0:

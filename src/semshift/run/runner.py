@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from semshift import __version__
+from semshift.locking import folder_lock
 from semshift.report import ReportPaths
 from semshift.run.config import RunConfig, load_config
 from semshift.run.context import RunContext, StageRecord, one_line
@@ -131,6 +132,7 @@ def run(
     progress: bool = True,
     force: bool = False,
     base_dir: str | Path | None = None,
+    wait: bool = True,
 ) -> RunResult:
     """Run a benchmark configuration: split, extract, score, evaluate, report.
 
@@ -145,6 +147,10 @@ def run(
         Recompute every stage, ignoring (and overwriting) the cache.
     base_dir : path, optional
         Folder relative paths of a dict config are resolved against.
+    wait : bool
+        While another run writes the same output folder (its lock,
+        :func:`semshift.locking.folder_lock`), wait for it (default) or raise
+        :class:`~semshift.locking.LockedError` at once.
 
     Returns
     -------
@@ -166,6 +172,12 @@ def run(
         result.results  # the tidy table; semshift.report.headline_table(result.results)
     """
     cfg = load_config(config, base_dir=base_dir)
+    with folder_lock(cfg.output, what="output folder", wait=wait):
+        return _run_locked(cfg, progress=progress, force=force)
+
+
+def _run_locked(cfg: RunConfig, *, progress: bool, force: bool) -> RunResult:
+    """:func:`run` with the output folder locked."""
     ctx = RunContext(cfg, progress=progress, force=force)
     cfg.output.mkdir(parents=True, exist_ok=True)
     extracted: ExtractStage | None = None
