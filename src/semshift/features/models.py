@@ -904,9 +904,11 @@ def register_open_clip_config(name: str, config: Mapping[str, Any]) -> None:
     """
     import open_clip
 
-    folder = Path(tempfile.mkdtemp(prefix="semshift-openclip-"))
-    (folder / f"{name}.json").write_text(json.dumps(dict(config)))
-    open_clip.add_model_config(folder)
+    # open_clip reads the file when it is added and keeps the config in memory: the
+    # temporary folder is removed at once (it used to be left in /tmp by every process)
+    with tempfile.TemporaryDirectory(prefix="semshift-openclip-") as tmp:
+        (Path(tmp) / f"{name}.json").write_text(json.dumps(dict(config)))
+        open_clip.add_model_config(tmp)
 
 
 def _check_open_clip_arch(arch: str) -> None:
