@@ -58,7 +58,9 @@ def test_verification_is_cached_by_checksums_and_mtimes(stores, tmp_path):
     shard = sorted((stores["test"] / "shards").glob("*.logits.npy"))[0]
     _flip_byte(shard)
     with pytest.raises(
-        InputError, match=rf"data\.id_test: feature store .* damaged: shards/{shard.name}"
+        InputError,
+        match=rf"data\.id_test: feature store .* damaged: shard \d+ \(shards/{shard.name}: "
+        r"checksum differs from meta\.json\); run `semshift store repair ",
     ):
         run(base_config(stores, out, detectors=["msp"]), progress=False)
     # put the byte back: same checksum, new mtime -> hashed once more, then accepted
@@ -76,7 +78,9 @@ def test_verified_stores_open_names_a_missing_file(stores, tmp_path):
     victim = next(iter(meta["shards"][0]["files"].values()))["file"]
     (copy / "shards" / victim).unlink()
     v = VerifiedStores(StageCache(tmp_path / "cache"))
-    with pytest.raises(InputError, match=rf"data\.id_train: feature store .* {victim} is missing"):
+    with pytest.raises(
+        InputError, match=rf"data\.id_train: feature store .* shard 0 \(shards/{victim}: missing\)"
+    ):
         v.open(copy, "data.id_train")
     # a store written by the run itself is remembered without hashing
     v.remember(open_store(stores["train"]))

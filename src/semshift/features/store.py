@@ -70,6 +70,7 @@ from semshift.errors import InputError
 __all__ = [
     "FORMAT_VERSION",
     "RESERVED_COLUMNS",
+    "Damage",
     "FeatureStore",
     "Selection",
     "StoreWriter",
@@ -77,6 +78,8 @@ __all__ = [
     "concat_stores",
     "open_store",
     "read_meta",
+    "repair_store",
+    "verify_store",
     "write_store",
 ]
 
@@ -594,7 +597,7 @@ class StoreWriter:
         )
         groups = [c for c in index.columns if c not in RESERVED_COLUMNS]
         index = index[[*RESERVED_COLUMNS, *groups]]
-        _write_parquet(self.path / "index.parquet", index, fsync=self.fsync)
+        index_sha, index_size = _write_parquet(self.path / "index.parquet", index, fsync=self.fsync)
         skipped = [_jsonable(dict(s)) for s in extra_skipped]
         skipped += [s for rec in recs for s in rec.skipped]
         skipped_frame = pd.DataFrame(skipped, columns=["sample_id", "path", "reason"])
@@ -620,6 +623,7 @@ class StoreWriter:
             "n_rows": len(index),
             "n_skipped": len(skipped),
             "head": head_info,
+            "index": {"file": "index.parquet", "checksum": index_sha, "size": index_size},
             "shards": [{"shard": r.shard, "rows": r.rows, "files": r.files} for r in recs],
         }
         _write_json(self.path / "meta.json", full, fsync=self.fsync)
@@ -1013,10 +1017,13 @@ class FeatureStore:
         for sh in self._shards:
             for info in sh.files.values():
                 f = sh.root / info["file"]
+                hint = f"; run `semshift store repair {self.path}`" if self.path else ""
                 if not f.is_file():
-                    raise InputError(f"{f}: shard file missing")
+                    raise InputError(f"{f}: shard file missing{hint}")
                 if not checksum_matches(f, info):
-                    raise InputError(f"{f}: checksum differs from meta.json; the store is damaged")
+                    raise InputError(
+                        f"{f}: checksum differs from meta.json; the store is damaged{hint}"
+                    )
 
     def checksums(self) -> dict[str, str]:
         """Shard file name -> checksum recorded in ``meta.json`` (``"xxh3_128:<hex>"``)."""
@@ -1362,3 +1369,173 @@ def concat_stores(stores: Iterable[FeatureStore | str | Path]) -> FeatureStore:
 def _short(value: Any, n: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= n else text[: n - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged part of a finished store (:func:`verify_store`).
+
+    Attributes
+    ----------
+    shard : int or None
+        The shard it belongs to; None for a file of the whole store (index, head).
+    file : str
+        The file, relative to the store's folder.
+    problem : str
+        What is wrong (missing, size or checksum differs from ``meta.json``, ...).
+    """
+
+    shard: int | None
+    file: str
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"shard {self.shard} " if self.shard is not None else ""
+        return f"{where}({self.file}: {self.problem})"
+
+
+def _file_damage(root: Path, rel: str, info: Mapping[str, Any]) -> str | None:
+    f = root / rel
+    if not f.is_file():
+        return "missing"
+    size = info.get("size")
+    if size is not None and f.stat().st_size != int(size):
+        return f"{f.stat().st_size} bytes, meta.json records {size}"
+    if not checksum_matches(f, info):
+        return "checksum differs from meta.json"
+    return None
+
+
+def verify_store(path: str | Path) -> list[Damage]:
+    """Every damaged part of a finished store, by recomputing what ``meta.json`` records.
+
+    Checked: each shard's files (arrays and per-shard index: presence, size, checksum), each
+    shard's commit record (``shards/NNNNN.json``: present and agreeing with ``meta.json``), the
+    head, and the store's ``index.parquet`` (its checksum; stores written before it was
+    recorded are compared with the shards' own indices instead).
+
+    Returns
+    -------
+    list of Damage
+        Empty when the store is intact.
+
+    Raises
+    ------
+    InputError
+        ``path`` is not a finished store (unfinished: run the extraction again).
+    """
+    root = Path(path)
+    meta = read_meta(root)
+    out: list[Damage] = []
+    intact_indices = True
+    for sh in meta.get("shards", []):
+        k = int(sh["shard"])
+        for kind, info in sh["files"].items():
+            problem = _file_damage(root, f"shards/{info['file']}", info)
+            if problem is not None:
+                out.append(Damage(k, f"shards/{info['file']}", problem))
+                intact_indices &= kind != "index"
+        rec_file = root / "shards" / f"{_shard_name(k)}.json"
+        rel = f"shards/{rec_file.name}"
+        try:
+            rec = json.loads(rec_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            out.append(Damage(k, rel, "commit record missing"))
+            continue
+        except (OSError, ValueError) as err:
+            out.append(Damage(k, rel, f"commit record unreadable ({err})"))
+            continue
+        if not isinstance(rec, dict) or rec.get("files") != sh["files"]:
+            out.append(Damage(k, rel, "commit record disagrees with meta.json"))
+    head = meta.get("head") or {}
+    if head.get("file") and (head.get("checksum") or head.get("sha256")):
+        problem = _file_damage(root, head["file"], head)
+        if problem is not None:
+            out.append(Damage(None, head["file"], problem))
+    index = meta.get("index")
+    if isinstance(index, Mapping) and index.get("checksum"):
+        problem = _file_damage(root, "index.parquet", index)
+        if problem is not None:
+            out.append(Damage(None, "index.parquet", problem))
+    elif intact_indices:  # older stores: the index must equal the shards' own indices
+        problem = _index_differs(root, meta)
+        if problem is not None:
+            out.append(Damage(None, "index.parquet", problem))
+    return out
+
+
+def _index_differs(root: Path, meta: Mapping[str, Any]) -> str | None:
+    try:
+        index = pd.read_parquet(root / "index.parquet")
+    except Exception as err:  # any failure of the parquet reader means damage
+        return f"unreadable ({type(err).__name__})"
+    frames = []
+    for sh in meta.get("shards", []):
+        part = pd.read_parquet(root / "shards" / sh["files"]["index"]["file"])
+        part["shard"] = np.int32(sh["shard"])
+        part["row"] = np.arange(len(part), dtype=np.int32)
+        frames.append(part)
+    if not frames:
+        return None
+    want = pd.concat(frames, ignore_index=True)
+    want = want[[c for c in index.columns if c in want.columns]]
+    if len(want) != len(index) or not want.equals(index[want.columns]):
+        return "differs from the shards' own indices"
+    return None
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What :func:`repair_store` removed.
+
+    Attributes
+    ----------
+    removed_shards : list of int
+        Shards whose files and commit records were removed (recomputed by the next extraction).
+    kept_shards : int
+        Intact shards the next extraction keeps.
+    damages : list of Damage
+        What :func:`verify_store` found.
+    """
+
+    removed_shards: list[int]
+    kept_shards: int
+    damages: list[Damage]
+
+
+def repair_store(path: str | Path) -> RepairResult:
+    """Make a damaged store resumable so that the next extraction recomputes only the damage.
+
+    The damaged shards' files and commit records are removed, and so are the store-wide files
+    (``meta.json``, ``index.parquet``, ``head.npz``, ``skipped.csv``) that the extraction
+    writes again when it finishes; the extraction's record (``run.json``) and the intact
+    shards stay. Running the same extraction again (the same ``semshift extract`` command, or
+    the ``semshift run`` whose cache holds the store) then recomputes only the removed shards.
+    An intact store is left as it is.
+
+    Raises
+    ------
+    InputError
+        Not a finished store, or a store without its extraction record (``run.json``), which
+        could not be resumed.
+    """
+    root = Path(path)
+    damages = verify_store(root)
+    meta = read_meta(root)
+    if not damages:
+        return RepairResult([], len(meta.get("shards", [])), [])
+    if not (root / "run.json").is_file():
+        raise InputError(
+            f"{root}: no run.json (the extraction's record), so no extraction can resume it; "
+            "extract the store again into a new folder"
+        )
+    bad = sorted({d.shard for d in damages if d.shard is not None})
+    by_shard = {int(sh["shard"]): sh for sh in meta.get("shards", [])}
+    (root / "meta.json").unlink()  # first: the store is unfinished from here on
+    for k in bad:
+        for info in by_shard[k]["files"].values():
+            (root / "shards" / info["file"]).unlink(missing_ok=True)
+        (root / "shards" / f"{_shard_name(k)}.json").unlink(missing_ok=True)
+    for name in ("index.parquet", "head.npz", "skipped.csv"):
+        (root / name).unlink(missing_ok=True)
+    return RepairResult(bad, len(by_shard) - len(bad), damages)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from semshift.errors import InputError
-from semshift.features.store import FeatureStore, checksum_matches, open_store
+from semshift.features.store import FeatureStore, open_store, verify_store
 from semshift.run.cache import StageCache, stable_hash
 
 __all__ = ["VerifiedStores"]
@@ -97,17 +97,14 @@ class VerifiedStores:
         stamp = self.stamp(store)
         if stamp and memo.get(key) == stamp:
             return store
-        for f, info in _files(store):
-            if not f.is_file():
-                raise InputError(
-                    f"{where}: feature store {path} is damaged: file {f.name} is missing "
-                    "(re-extract the store)"
-                )
-            if not checksum_matches(f, info):
-                raise InputError(
-                    f"{where}: feature store {path} is damaged: {f.relative_to(store.path)} "
-                    "does not match the checksum in its meta.json (re-extract the store)"
-                )
+        damages = verify_store(path)
+        if damages:
+            listed = ", ".join(str(d) for d in damages[:4])
+            more = f" and {len(damages) - 4} more" if len(damages) > 4 else ""
+            raise InputError(
+                f"{where}: feature store {path} is damaged: {listed}{more}; run `semshift store "
+                f"repair {path}`, then the extraction again (it recomputes only those shards)"
+            )
         self.hashed.append(str(path))
         memo[key] = stamp
         self.cache.write_json(self._memo_path, memo)
