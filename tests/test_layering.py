@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "semshift"
 LAYERS: dict[str, int] = {
     "errors": 0,
     "textio": 0,
+    "locking": 0,
     "data": 0,
     "__init__": 0,
     "taxonomy": 1,

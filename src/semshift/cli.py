@@ -39,6 +39,8 @@ benchmark_app = typer.Typer(
     help="The seed papers' benchmarks: list, check the files, run.", no_args_is_help=True
 )
 app.add_typer(benchmark_app, name="benchmark")
+store_app = typer.Typer(help="Check and repair feature stores.", no_args_is_help=True)
+app.add_typer(store_app, name="store")
 
 console = Console(soft_wrap=True)  # paths and messages are never broken across lines
 
@@ -50,6 +52,14 @@ ForceOption = Annotated[
 ]
 QuietOption = Annotated[
     bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
+]
+#: --wait/--no-wait of the commands that write an output folder or a store
+WaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait/--no-wait",
+        help="While another process writes the same output folder: wait for it, or exit 2.",
+    ),
 ]
 
 
@@ -731,6 +741,7 @@ def extract_features(
         str | None, typer.Option(help="Ray cluster to join: auto or HOST:PORT (default: local).")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    wait: WaitOption = True,
 ) -> None:
     """Extract logits, features and the head of a model over an image set into a feature store."""
     from semshift.errors import InputError
@@ -794,7 +805,7 @@ def extract_features(
     summary = extract(
         adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
         workers=workers, device=device, groups=groups, corruption=corrupt, scores=dets,
-        executor=executor, progress=progress,
+        executor=executor, progress=progress, wait=wait,
     )  # fmt: skip
     reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
     console.print(
@@ -821,13 +832,14 @@ def run_config(
     config: Annotated[Path, typer.Argument(help="YAML run configuration (see examples/configs).")],
     conventions: ConventionsOption = None,
     force: ForceOption = False,
+    wait: WaitOption = True,
     quiet: QuietOption = False,
 ) -> None:
     """Run a benchmark: split, extract, score, evaluate and report, each stage cached."""
     from semshift.run import load_config, run
 
     over = {"conventions": conventions} if conventions is not None else None
-    result = run(load_config(config, overrides=over), progress=not quiet, force=force)
+    result = run(load_config(config, overrides=over), progress=not quiet, force=force, wait=wait)
     _print_run(result)
 
 
@@ -967,6 +979,7 @@ def evaluate_stores(
         ),
     ] = False,
     force: ForceOption = False,
+    wait: WaitOption = True,
     quiet: QuietOption = False,
 ) -> None:
     """Evaluate detectors on feature stores: fit on --train, score --test and the shifted sets.
@@ -1025,7 +1038,7 @@ def evaluate_stores(
         cfg["conventions"] = conventions
     where = "semshift evaluate"
     try:
-        result = run(load_config(cfg, source=where), progress=not quiet, force=force)
+        result = run(load_config(cfg, source=where), progress=not quiet, force=force, wait=wait)
     except SemshiftError as err:  # name the option, not the config key it became
         raise SemshiftError(_option_words(str(err), where, set(oods))) from None
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
@@ -1287,6 +1300,7 @@ def benchmark_run(
     c_by_severity: CBySeverityOption = False,
     corrupt: CorruptOption = None,
     force: ForceOption = False,
+    wait: WaitOption = True,
     quiet: QuietOption = False,
 ) -> None:
     """Run a benchmark; writes OUT/config.json (re-run it with semshift run) and benchmark.json."""
@@ -1320,8 +1334,48 @@ def benchmark_run(
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     record = benchmark_record(name, cfg["conventions"], sample)
     (out / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
-    result = run(loaded, progress=not quiet, force=force)
+    result = run(loaded, progress=not quiet, force=force, wait=wait)
     _print_run(result)
+
+
+@store_app.command("verify")
+def store_verify(
+    store: Annotated[Path, typer.Argument(help="A feature store folder.")],
+) -> None:
+    """Recompute every checksum of a store; exit 2 naming each damaged shard or file."""
+    from semshift.errors import InputError
+    from semshift.features.store import read_meta, verify_store
+
+    damages = verify_store(store)
+    if damages:
+        raise InputError(
+            f"store {store} is damaged: {', '.join(str(d) for d in damages)}; run `semshift "
+            f"store repair {store}`, then the extraction again"
+        )
+    meta = read_meta(store)
+    console.print(
+        f"{store}: intact ({len(meta.get('shards', []))} shards, {meta.get('n_rows', '?')} rows; "
+        "every checksum, commit record and the index match meta.json)"
+    )
+
+
+@store_app.command("repair")
+def store_repair(
+    store: Annotated[Path, typer.Argument(help="A feature store folder.")],
+) -> None:
+    """Remove a store's damaged shards so that the next extraction recomputes only them."""
+    from semshift.features.store import repair_store
+
+    result = repair_store(store)
+    if not result.damages:
+        console.print(f"{store}: intact, nothing to repair")
+        return
+    removed = ", ".join(str(k) for k in result.removed_shards) or "none"
+    console.print(
+        f"{store}: removed damaged shard(s) {removed}; {result.kept_shards} intact shard(s) "
+        "kept. Run the same extraction again (the `semshift extract` command, or the `semshift "
+        "run` whose cache holds the store): it recomputes only the removed shards."
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
