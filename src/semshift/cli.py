@@ -1402,6 +1402,14 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:  # unreadable or unwritable user paths
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)
+    except MemoryError as exc:  # what was computed before stays in the output and the cache
+        msg = str(exc).strip().splitlines()
+        print(
+            f"error: out of memory: {msg[0] if msg else 'an allocation failed'}; lower it with "
+            "SEMSHIFT_THREADS=1, SEMSHIFT_BLOCK_ROWS=4096, a smaller --batch-size or fewer rows",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

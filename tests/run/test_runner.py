@@ -185,7 +185,11 @@ def test_a_failure_of_the_machine_is_not_cached(stores, tmp_path, monkeypatch):
     cfg["detectors"] = ["msp", "knn"]
     monkeypatch.setattr(cls, "_fit", out_of_memory)
     first = run(cfg, progress=False)
-    assert first.errors == ["detector knn: fit failed: MemoryError: no room for the bank"]
+    assert first.errors == [
+        "detector knn: fit failed: out of memory: no room for the bank; to lower it: "
+        "SEMSHIFT_THREADS=1 (one detector at a time), SEMSHIFT_BLOCK_ROWS=4096 (smaller score "
+        "blocks), a smaller block_size or batch size of the detector, or fewer rows (select)"
+    ]
     monkeypatch.setattr(cls, "_fit", real)
     second = run(cfg, progress=False)  # retried without --force
     assert not second.errors

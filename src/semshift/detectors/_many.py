@@ -12,10 +12,20 @@ from typing import Any
 
 import numpy as np
 
+from semshift.errors import InputError
+
 from ._base import Detector, FloatArray
 from ._shared import SharedResults
 
-__all__ = ["ManyFits", "ManyScores", "default_threads", "fit_many", "score_many"]
+__all__ = [
+    "ManyFits",
+    "ManyScores",
+    "default_threads",
+    "fit_many",
+    "run_pooled",
+    "score_many",
+    "thread_start_failed",
+]
 
 
 @dataclass
@@ -41,12 +51,65 @@ class ManyScores:
 
 
 def default_threads() -> int:
-    """The CPUs this process may use (at most 8)."""
+    """Worker threads: ``SEMSHIFT_THREADS`` when set, else the CPUs this process may use (at
+    most 8). Fewer threads hold fewer detectors' temporary arrays at once."""
+    env = os.environ.get("SEMSHIFT_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise InputError(
+                f"SEMSHIFT_THREADS={env!r}: expected a whole number of threads"
+            ) from None
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         n = os.cpu_count() or 1
     return max(1, min(n, 8))
+
+
+def thread_start_failed(err: BaseException) -> bool:
+    """Whether ``err`` is the interpreter refusing a new thread (a process or memory limit)."""
+    return isinstance(err, RuntimeError) and "can't start new thread" in str(err)
+
+
+def run_pooled(
+    names: list[str], one: Callable[[str], Any], n_threads: int,
+    on_done: Callable[[str], None] | None = None,
+) -> None:  # fmt: skip
+    """``one(name)`` for every name in worker threads; ``on_done`` in the calling thread.
+
+    When the system refuses to start a thread (``RuntimeError: can't start new thread`` under
+    a process or memory limit), the names no worker ran are run in the calling thread, one
+    after the other: the results are the same, only slower. ``one`` must record that it ran
+    (the caller checks ``ran``).
+    """
+    started: list[Any] = []
+    finished: set[str] = set()  # ran to its end, in a worker or here
+    reported: set[str] = set()
+
+    def tagged(name: str) -> str:
+        one(name)
+        finished.add(name)
+        return name
+
+    with _blas_single_thread(), ThreadPoolExecutor(max_workers=n_threads) as pool:
+        for name in names:
+            try:
+                started.append(pool.submit(tagged, name))
+            except RuntimeError as err:
+                if not thread_start_failed(err):
+                    raise
+                break  # (its work item may still run in a worker started before)
+        for fut in as_completed(started):
+            reported.add(fut.result())
+            if on_done is not None:
+                on_done(fut.result())
+    for name in names:  # what no worker ran: here, in order
+        if name not in finished:
+            tagged(name)
+        if name not in reported and on_done is not None:
+            on_done(name)
 
 
 def _blas_single_thread() -> contextlib.AbstractContextManager[Any]:
@@ -127,8 +190,7 @@ def score_many(
         for name in names:
             one(name)
     else:
-        with _blas_single_thread(), ThreadPoolExecutor(max_workers=n_threads) as pool:
-            list(pool.map(one, names))
+        run_pooled(names, one, n_threads)
     out.shared_hits = shared.hits
     return out
 
@@ -208,9 +270,6 @@ def fit_many(
                 on_done(name)
         out.shared_hits = shared.hits
         return out
-    with _blas_single_thread(), ThreadPoolExecutor(max_workers=n_threads) as pool:
-        for fut in as_completed([pool.submit(one, n) for n in names]):
-            if on_done is not None:
-                on_done(fut.result())
+    run_pooled(names, one, n_threads, on_done)
     out.shared_hits = shared.hits
     return out

@@ -211,10 +211,27 @@ class World:
         return self.evals + ([self.calibration] if self.calibration is not None else [])
 
 
+#: How to lower the memory a run needs, named in every out-of-memory message.
+LOWER_MEMORY = (
+    "to lower it: SEMSHIFT_THREADS=1 (one detector at a time), SEMSHIFT_BLOCK_ROWS=4096 "
+    "(smaller score blocks), a smaller block_size or batch size of the detector, or fewer rows "
+    "(select)"
+)
+
+
 def one_line(err: BaseException) -> str:
-    """An exception as one line (the type named unless it is a user :class:`InputError`)."""
+    """An exception as one line (the type named unless it is a user :class:`InputError`).
+
+    Running out of memory (NumPy's "Unable to allocate 390. MiB for an array with shape ...",
+    or a bare ``MemoryError``) and a refused thread read ``out of memory: ...`` with how to
+    lower the memory use.
+    """
     text = str(err).strip().splitlines()
     msg = text[0] if text else ""
+    if isinstance(err, MemoryError):
+        return f"out of memory: {msg or 'an allocation failed'}; {LOWER_MEMORY}"
+    if isinstance(err, RuntimeError) and "can't start new thread" in msg:
+        return f"out of memory: the system refused a new thread; {LOWER_MEMORY}"
     return f"{type(err).__name__}: {msg}" if not isinstance(err, InputError) else msg
 
 

@@ -31,8 +31,25 @@ from semshift.run.extract import ExtractStage, model_level_detectors
 
 __all__ = ["BLOCK_ROWS", "INFO_VERSION", "ScoreStage", "ScoredWorld", "run_score"]
 
-#: Rows per block when scoring a set (bounds memory for ImageNet-scale sets).
+#: Rows per block when scoring a set (bounds memory for ImageNet-scale sets); the
+#: environment variable ``SEMSHIFT_BLOCK_ROWS`` overrides it.
 BLOCK_ROWS = 16_384
+
+
+def block_rows() -> int:
+    """Rows per scoring block: ``SEMSHIFT_BLOCK_ROWS`` when set, else :data:`BLOCK_ROWS`."""
+    env = os.environ.get("SEMSHIFT_BLOCK_ROWS", "").strip()
+    if not env:
+        return BLOCK_ROWS
+    try:
+        rows = int(env)
+    except ValueError:
+        rows = 0
+    if rows < 1:
+        raise InputError(f"SEMSHIFT_BLOCK_ROWS={env!r}: expected a whole number of rows >= 1")
+    return rows
+
+
 #: Version of the per-set info arrays (part of their cache key).
 INFO_VERSION = 3
 
@@ -316,11 +333,19 @@ class _WorldScorer:
         arrays = set(world.train.store.array_names)
         t0 = time.perf_counter()
         inputs: dict[str, Any] = {}
+        short: dict[str, BaseException] = {}  # inputs that did not fit in memory
+
+        def load(name: str) -> None:
+            try:
+                inputs[name] = np.ascontiguousarray(train.arrays(name)[0])
+            except MemoryError as err:  # the detectors that need it fail, the others go on
+                short[name] = err
+
         if "logits" in need or (val_pos is not None and need & {"val_logits", "val_labels"}):
             if "logits" in arrays:
-                inputs["logits"] = np.ascontiguousarray(train.arrays("logits")[0])
+                load("logits")
         if "features" in need and "features" in arrays:
-            inputs["features"] = np.ascontiguousarray(train.arrays("features")[0])
+            load("features")
         if "head" in need and world.train.store.has_head:
             inputs["head"] = world.train.store.head
         inputs["labels"] = train.labels
@@ -338,6 +363,12 @@ class _WorldScorer:
         dets: dict[str, Any] = {}
         failures: dict[str, BaseException] = {}
         for name, params in to_fit:
+            lacking = sorted(set(D.get_class(name).fit_requires) & set(short))
+            if lacking:
+                err = short[lacking[0]]
+                failures[name] = err
+                self.fit_failed(name, f"loading id_train {lacking[0]}: {one_line(err)}")
+                continue
             try:
                 dets[name] = D.get(name, **params)
             except Exception as err:
@@ -400,7 +431,7 @@ class _WorldScorer:
             else:
                 parts[n].append(part)
 
-        for block in sel.blocks(*sorted(need), rows=BLOCK_ROWS):
+        for block in sel.blocks(*sorted(need), rows=block_rows()):
             if want_info:
                 preds.append(np.asarray(block["logits"]).argmax(axis=1).astype(np.int64))
             for n in live:
