@@ -152,3 +152,44 @@ def test_the_environment_knobs_are_checked(monkeypatch) -> None:
     monkeypatch.setenv("SEMSHIFT_BLOCK_ROWS", "0")
     with pytest.raises(InputError, match="SEMSHIFT_BLOCK_ROWS='0'"):
         block_rows()
+
+
+def test_a_shared_failure_names_the_detector_that_raises_it() -> None:
+    """A mahalanobis row used to say 'knn.score: ...' when both waited on one computation."""
+    import threading
+    import time
+
+    from semshift.detectors import SharedResults
+
+    shared = SharedResults(logits=np.zeros((2, 2)))
+    started = threading.Event()
+    seen: dict[str, str] = {}
+
+    def knn() -> None:
+        def compute() -> None:
+            started.set()
+            time.sleep(0.3)
+            raise InputError("knn.score: cannot")
+
+        try:
+            shared.get("key", compute)
+        except InputError as err:
+            seen["knn"] = str(err)
+
+    def mahalanobis() -> None:
+        started.wait()
+
+        def compute() -> None:
+            raise InputError("mahalanobis.score: cannot")
+
+        try:
+            shared.get("key", compute)
+        except InputError as err:
+            seen["mahalanobis"] = str(err)
+
+    threads = [threading.Thread(target=f) for f in (knn, mahalanobis)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"knn": "knn.score: cannot", "mahalanobis": "mahalanobis.score: cannot"}

@@ -118,7 +118,12 @@ class SharedResults:
                 self.hits += 1
         assert fut is not None
         if not owner:
-            return fut.result()
+            try:
+                return fut.result()
+            except BaseException:
+                # the first caller failed: compute here, so that the error this caller raises
+                # names its own detector (not the one that happened to compute first)
+                return compute()
         try:
             value = compute()
         except BaseException as err:
