@@ -71,7 +71,7 @@ def test_features_that_do_not_fit_fail_only_the_detectors_that_need_them(
                              protocols={"osr": {}}), progress=False)  # fmt: skip
     errors = "\n".join(result.errors)
     for name in ("knn", "mahalanobis"):
-        assert f"detector {name}: fit failed: loading id_train features: out of memory: " \
+        assert f"detector {name}: fit failed on id_train: loading id_train features: out of memory: " \
             "Unable to allocate" in errors  # fmt: skip
     assert "msp" not in errors and "energy" not in errors
     ok, short = _results(tmp_path / "ok"), _results(tmp_path / "short")
@@ -98,7 +98,7 @@ def test_a_detector_out_of_memory_is_one_line_and_the_others_go_on(
                              protocols={"osr": {}}), progress=False)  # fmt: skip
     lines = [e for e in result.errors if "knn" in e]
     assert lines and all("\n" not in e for e in lines)
-    assert "detector knn: fit failed: out of memory: Unable to allocate" in lines[0]
+    assert "detector knn: fit failed on id_train: out of memory: Unable to allocate" in lines[0]
     frame = _results(tmp_path / "out")
     assert frame[frame["detector"] == "msp"]["value"].notna().all()
 

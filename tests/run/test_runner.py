@@ -186,7 +186,7 @@ def test_a_failure_of_the_machine_is_not_cached(stores, tmp_path, monkeypatch):
     monkeypatch.setattr(cls, "_fit", out_of_memory)
     first = run(cfg, progress=False)
     assert first.errors == [
-        "detector knn: fit failed: out of memory: no room for the bank; to lower it: "
+        "detector knn: fit failed on id_train: out of memory: no room for the bank; to lower it: "
         "SEMSHIFT_THREADS=1 (one detector at a time), SEMSHIFT_BLOCK_ROWS=4096 (smaller score "
         "blocks), a smaller block_size or batch size of the detector, or fewer rows (select)"
     ]

@@ -186,8 +186,10 @@ class _WorldScorer:
 
     def fit_failed(self, name: str, msg: str) -> None:
         for s in self.world.scored:
-            self.errors[s.name][name] = f"fit failed: {msg}"
-        self.ctx.error(self.world.tag, f"detector {name}: fit failed: {msg}")
+            self.errors[s.name][name] = f"fit failed on {self.world.train.name}: {msg}"
+        self.ctx.error(
+            self.world.tag, f"detector {name}: fit failed on {self.world.train.name}: {msg}"
+        )
 
     def score_failed(self, s: Source, name: str, msg: str) -> None:
         self.errors[s.name][name] = f"score failed on {s.name}: {msg}"
