@@ -56,7 +56,7 @@ def test_store_fingerprint_reads_only_meta_json(tmp_path, monkeypatch):
     for f in (path / "shards").glob("*.npy"):
         f.unlink()
     assert store_fingerprint(path) == before
-    with pytest.raises(Exception, match="feature store .*nothing does not exist"):
+    with pytest.raises(Exception, match=r"feature store .*nothing does not exist"):
         store_fingerprint(tmp_path / "nothing")
     (tmp_path / "empty").mkdir()
     with pytest.raises(Exception, match=r"not a feature store \(no meta.json\)"):
