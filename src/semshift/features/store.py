@@ -1250,6 +1250,8 @@ def read_meta(path: str | Path) -> dict[str, Any]:
             )
         if not root.exists():
             raise InputError(f"feature store {root} does not exist")
+        if root.is_file():
+            raise InputError(f"{root} is a file; a feature store is a folder (with meta.json)")
         raise InputError(f"{root} is not a feature store (no meta.json)")
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))

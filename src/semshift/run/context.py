@@ -269,20 +269,25 @@ class RunContext:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[StageRecord]:
-        """Time a stage and log one line when it ends (also when it fails)."""
+        """Time a stage and log one line when it ends; a failed stage is timed (results.json)
+        but prints nothing, so the error is the only line its failure writes."""
         rec = StageRecord(name)
         self.stages[name] = rec
         t0, c0 = time.perf_counter(), time.process_time()
+        ok = False
         try:
             yield rec
+            ok = True
         finally:
             rec.seconds = time.perf_counter() - t0
             rec.cpu_seconds = time.process_time() - c0
             rec.cached = not rec.computed
             n_c, n_r = len(rec.computed), len(rec.reused)
-            self.log.line(
-                f"[bold]{rec.name}[/bold]: {rec.seconds:.2f} s ({n_c} computed, {n_r} from cache)"
-            )
+            if ok:
+                self.log.line(
+                    f"[bold]{rec.name}[/bold]: {rec.seconds:.2f} s ({n_c} computed, {n_r} from "
+                    "cache)"
+                )
 
     def error(self, tag: str, message: str) -> None:
         """Record a failure the run goes on after (once), and warn."""
