@@ -2,26 +2,21 @@
 
 Classes: wrong type, out of range, NaN, missing, wrong format (a file where a folder is
 expected, a malformed NAME=STORE), mismatched (a store of other classes), unknown names. Each
-case runs the installed ``semshift`` with ``--quiet`` where the command has it, and checks the
-exit code 2, a single stderr line starting with ``error:`` that contains the expected words, no
-traceback, and no output folder left behind. Text files (missing, not UTF-8, empty) are in
-``test_text_inputs.py``, damaged stores in ``test_store_damage.py``.
+case runs the ``semshift`` command (in this process, see conftest.py; ``--quiet`` where the
+command has it) and checks the exit code 2, a single stderr line starting with ``error:`` that
+contains the expected words, and that no results were written. Text files (missing, not
+UTF-8, empty) are in ``test_text_inputs.py``, damaged stores in ``test_store_damage.py``.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.run.conftest import build_stores, make_store
-
-EXE = shutil.which("semshift") or str(Path(sys.executable).parent / "semshift")
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +98,8 @@ CASES = [
 
 
 @pytest.mark.parametrize(("case", "build", "words"), CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_exit_2(stores, tmp_path, case, build, words) -> None:
-    res = subprocess.run([EXE, *build(stores)], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=180, env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(stores, tmp_path, cli, case, build, words) -> None:
+    res = cli(build(stores), cwd=tmp_path)
     assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr)
     assert "Traceback" not in res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]

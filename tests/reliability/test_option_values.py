@@ -6,9 +6,6 @@ Each is one line starting with ``error:`` and exit 2 from the CLI (or the librar
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,36 +13,38 @@ import pytest
 
 from semshift.errors import InputError
 
-EXE = shutil.which("semshift") or str(Path(sys.executable).parent / "semshift")
+
+@pytest.fixture
+def error(cli):
+    """The single ``error:`` line of a command that must exit 2 (run in this process)."""
+
+    def call(args: list[str], cwd: Path) -> str:
+        res = cli(args, cwd=cwd)
+        assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+        return lines[0]
+
+    return call
 
 
-def _error(args: list[str], cwd: Path) -> str:
-    res = subprocess.run([EXE, *args], capture_output=True, text=True, cwd=cwd, timeout=180,
-                         env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})  # fmt: skip
-    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    return lines[0]
-
-
-def test_duplicate_yaml_keys_are_refused(tmp_path) -> None:
+def test_duplicate_yaml_keys_are_refused(tmp_path, error) -> None:
     cfg = tmp_path / "run.yaml"
     cfg.write_text("name: x\nmodel:\n  name: a\n  batch_size: 4\n  name: b\n")
-    msg = _error(["run", str(cfg)], tmp_path)
+    msg = error(["run", str(cfg)], tmp_path)
     assert f"{cfg.name}, line 5, column 3: invalid YAML (key 'name' is given twice)" in msg
 
 
-def test_superclass_threshold_outside_a_cosine_is_refused(tmp_path) -> None:
-    msg = _error(["splits", "superclass", "--out", "o", "--threshold", "2.0"], tmp_path)
+def test_superclass_threshold_outside_a_cosine_is_refused(tmp_path, error) -> None:
+    msg = error(["splits", "superclass", "--out", "o", "--threshold", "2.0"], tmp_path)
     assert "threshold: a cosine similarity in [-1, 1], got 2.0" in msg
     assert not (tmp_path / "o").exists()
 
 
-def test_zsl_with_an_empty_image_list_is_refused(tmp_path) -> None:
+def test_zsl_with_an_empty_image_list_is_refused(tmp_path, error) -> None:
     (tmp_path / "classes.txt").write_text("n01440764\nn01443537\n")
     (tmp_path / "images.txt").write_text("")
-    msg = _error(["splits", "zsl", "--classes", "classes.txt", "--images", "images.txt",
+    msg = error(["splits", "zsl", "--classes", "classes.txt", "--images", "images.txt",
                   "--out", "o"], tmp_path)  # fmt: skip
     assert "image list images.txt is empty" in msg
     assert not (tmp_path / "o").exists()
@@ -77,7 +76,7 @@ def test_laid_needs_epochs_triplets_and_a_positive_rate() -> None:
         fit_laid_from_text(NeverCalled(), ["a"], n_triplets=0)
 
 
-def test_weights_files_that_are_no_checkpoint(tmp_path) -> None:
+def test_weights_files_that_are_no_checkpoint(tmp_path, error) -> None:
     """A text file was reported as a pickle (a KeyError traceback from torch.load), and a
     missing file printed open_clip's warning before the error."""
     (tmp_path / "w.txt").write_text("hello\n")
@@ -85,10 +84,10 @@ def test_weights_files_that_are_no_checkpoint(tmp_path) -> None:
     from PIL import Image
 
     Image.new("RGB", (8, 8)).save(tmp_path / "imgs" / "a" / "x.png")
-    msg = _error(["extract", "--model", "resnet18", "--weights", "w.txt", "--data", "imgs",
+    msg = error(["extract", "--model", "resnet18", "--weights", "w.txt", "--data", "imgs",
                   "--out", "o", "--num-classes", "2", "--no-progress"], tmp_path)  # fmt: skip
     assert "weights file w.txt: neither a PyTorch checkpoint nor a .safetensors file" in msg
-    msg = _error(["splits", "laid", "--model", "open_clip/ViT-B-32", "--weights", "none.pt",
+    msg = error(["splits", "laid", "--model", "open_clip/ViT-B-32", "--weights", "none.pt",
                   "--out", "o"], tmp_path)  # fmt: skip
     assert "weights file none.pt does not exist" in msg
     assert not (tmp_path / "o").exists()

@@ -1,21 +1,19 @@
 """Every text file a CLI command reads: missing, not UTF-8, empty -> one line, exit 2.
 
-Each case runs the installed ``semshift`` command on a file that is bad in one way and checks
-that stderr is exactly one line starting with ``error:`` that names the file and the problem,
-that the exit code is 2, that no traceback is printed and that no output folder is created.
+Each case runs the ``semshift`` command (in this process, see conftest.py) on a file that is
+bad in one way and checks that stderr is exactly one line starting with ``error:`` that names
+the file and the problem, that the exit code is 2, that no exception escapes and that no
+output folder is created.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-EXE = shutil.which("semshift") or str(Path(sys.executable).parent / "semshift")
 NOT_UTF8 = b"id,parent\nroot,\n\xff\xfeabc,root\n"
 
 
@@ -106,42 +104,35 @@ def _one_line_error(res: subprocess.CompletedProcess[str]) -> str:
     return " ".join(res.stderr.split())  # the console may wrap a long line
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
-        env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize(("case", "build", "what"), CASES, ids=[c[0] for c in CASES])
-def test_not_utf8_is_one_line_naming_the_file(tmp_path, case, build, what) -> None:
+def test_not_utf8_is_one_line_naming_the_file(tmp_path, cli, case, build, what) -> None:
     args, bad_file = build(tmp_path)
-    msg = _one_line_error(_run(args, tmp_path))
+    msg = _one_line_error(cli(args, tmp_path))
     assert f"{what} {bad_file} is not UTF-8 text" in msg, msg
     assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize(("case", "build", "what"), CASES, ids=[c[0] for c in CASES])
-def test_missing_file_is_one_line(tmp_path, case, build, what) -> None:
+def test_missing_file_is_one_line(tmp_path, cli, case, build, what) -> None:
     args, bad_file = build(tmp_path)
     bad_file.unlink()
-    msg = _one_line_error(_run(args, tmp_path))
+    msg = _one_line_error(cli(args, tmp_path))
     assert str(bad_file) in msg, msg
     assert not (tmp_path / "o").exists()
 
 
-def test_an_empty_image_table_is_one_line(tmp_path) -> None:
+def test_an_empty_image_table_is_one_line(tmp_path, cli) -> None:
     """It raised pandas' EmptyDataError before."""
     folder = _manifest(tmp_path)
     empty = _write(tmp_path / "empty.csv", b"")
-    msg = _one_line_error(_run(["splits", "check", str(folder), "--images", str(empty)], tmp_path))
+    msg = _one_line_error(cli(["splits", "check", str(folder), "--images", str(empty)], tmp_path))
     assert f"image table {empty} is empty" in msg
 
 
-def test_a_byte_order_mark_is_accepted(tmp_path) -> None:
+def test_a_byte_order_mark_is_accepted(tmp_path, cli) -> None:
     """Spreadsheet exports start with a UTF-8 byte-order mark: read as plain UTF-8."""
     tax = _write(tmp_path / "tax.csv", "\ufeffid,parent\nroot,\nleaf,root\n".encode())
-    res = _run(["taxonomy", "show", "leaf", "--taxonomy", str(tax)], tmp_path)
+    res = cli(["taxonomy", "show", "leaf", "--taxonomy", str(tax)], tmp_path)
     assert res.returncode == 0, res.stderr
     assert "root" in res.stdout
 
