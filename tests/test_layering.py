@@ -1,6 +1,7 @@
 """The layering of the package, read from the source tree's imports (function-level included).
 
-taxonomy / metrics / detectors -> features / splits -> protocols -> report -> run -> demo -> cli:
+taxonomy / metrics / detectors -> features / splits -> protocols, training -> report -> run -> demo
+-> cli:
 a module may import its own layer and the layers below it, never one above. ``errors``,
 ``textio``, ``data`` and the package root are the base every layer may use.
 """
@@ -27,6 +28,7 @@ LAYERS: dict[str, int] = {
     "splits": 2,
     "catalog": 2,
     "protocols": 3,
+    "training": 3,
     "report": 4,
     "run": 5,
     "demo": 6,

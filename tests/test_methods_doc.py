@@ -41,6 +41,7 @@ PROTOCOL_SECTIONS = {
     "operating_point": "operating-point",
     "generalisation": "generalisation",
     "gzsl": "gzsl",
+    "zsl": "zero-shot-methods",
 }
 
 _ANCHOR = re.compile(r'<a\s+(?:id|name)="([^"]+)"\s*>\s*</a>')

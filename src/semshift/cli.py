@@ -39,6 +39,10 @@ benchmark_app = typer.Typer(
     help="The seed papers' benchmarks: list, check the files, run.", no_args_is_help=True
 )
 app.add_typer(benchmark_app, name="benchmark")
+zsl_app = typer.Typer(
+    help="Zero-shot learning: the proposed-splits paper's eight methods.", no_args_is_help=True
+)
+app.add_typer(zsl_app, name="zsl")
 store_app = typer.Typer(help="Check and repair feature stores.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 
@@ -816,6 +820,124 @@ def extract_features(
     )
 
 
+def _param_value(text: str) -> object:
+    """A ``--param`` value: JSON (numbers, true/false, null, lists), else the plain string."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+@app.command("train")
+def train_model(
+    model: Annotated[
+        str, typer.Option(help="Model: demo-glyphnet, a torchvision name, or timm/<name>.")
+    ],
+    data: Annotated[Path, typer.Option(help="Training images: class-folder tree or file list.")],
+    out: Annotated[Path, typer.Option(help="Output folder (checkpoints, metrics, weights).")],
+    method: Annotated[
+        str, typer.Option(help="Training method: ce, logitnorm, oe, ... (semshift.training).")
+    ] = "ce",
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="Method hyperparameter KEY=VALUE (repeatable), e.g. label_smoothing=0."),
+    ] = None,
+    classes: Annotated[
+        str | None, typer.Option(help="Class list: shipped name or file of ids (default: folders).")
+    ] = None,
+    num_classes: Annotated[
+        int | None, typer.Option(help="Head size (default: the class list's length).")
+    ] = None,
+    outliers: Annotated[
+        Path | None, typer.Option(help="Auxiliary outlier images (method oe): folder or list.")
+    ] = None,
+    test_split: Annotated[
+        list[Path] | None,
+        typer.Option(help="split.json of a test set the --outliers classes must not overlap."),
+    ] = None,
+    epochs: Annotated[int | None, typer.Option(help="Epochs (recipe default 600).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Images per step (32).")] = None,
+    lr: Annotated[float | None, typer.Option(help="Initial SGD learning rate (0.001).")] = None,
+    momentum: Annotated[float | None, typer.Option(help="SGD momentum (0.9).")] = None,
+    weight_decay: Annotated[float | None, typer.Option(help="SGD weight decay (1e-4).")] = None,
+    num_restarts: Annotated[
+        int | None, typer.Option(help="Warm restarts of the cosine schedule (2).")
+    ] = None,
+    randaugment: Annotated[
+        tuple[int, int] | None,
+        typer.Option(help="RandAugment N M: operations and magnitude 0-30 (2 30; N=0: off)."),
+    ] = None,
+    flip: Annotated[
+        bool | None, typer.Option("--flip/--no-flip", help="Random horizontal flip (on).")
+    ] = None,
+    crop_padding: Annotated[
+        int | None, typer.Option(help="Random-crop padding, pixels (4).")
+    ] = None,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the initialisation, order and augmentation.")
+    ] = 0,
+    preset: Annotated[
+        str | None, typer.Option(help="resize<R>-crop<C> (default: the model's input size).")
+    ] = None,
+    weights: Annotated[
+        str | None, typer.Option(help="Initial weights, as `extract --weights` (default: random).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")
+    ] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    workers: Annotated[int, typer.Option(help="DataLoader worker processes.")] = 0,
+    threads: Annotated[int | None, typer.Option(help="CPU threads while training.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    nproc: Annotated[
+        int | None,
+        typer.Option(help="Data-parallel processes (DDP; gloo on CPU). Not under torchrun."),
+    ] = None,
+) -> None:
+    """Train a model (CE, LogitNorm, OE, ...) into a checkpoint that `extract` takes.
+
+    Data parallelism: `--nproc N`, or start the command under `torchrun --nproc-per-node N`.
+    """
+    from semshift.errors import InputError
+    from semshift.training.loop import train
+    from semshift.training.recipe import Recipe, TrainConfig
+
+    params: dict[str, object] = {}
+    for item in param or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--param {item!r}: expected KEY=VALUE")
+        params[key.strip()] = _param_value(value.strip())
+    given = {
+        "epochs": epochs, "batch_size": batch_size, "lr": lr, "momentum": momentum,
+        "weight_decay": weight_decay, "num_restarts": num_restarts, "flip": flip,
+        "crop_padding": crop_padding,
+    }  # fmt: skip
+    if randaugment is not None:
+        given["randaugment_n"], given["randaugment_m"] = randaugment
+    recipe = Recipe.from_dict({k: v for k, v in given.items() if v is not None})
+    config = TrainConfig(
+        model=model, data=str(data), classes=classes, method=method, method_params=params,
+        recipe=recipe, seed=seed, num_classes=num_classes, preset=preset, weights=weights,
+        outliers=None if outliers is None else str(outliers),
+        test_splits=[str(p) for p in test_split or []],
+    )  # fmt: skip
+    result = train(
+        config, out, resume=resume, device=device, workers=workers, threads=threads,
+        progress=progress, nproc=nproc,
+    )  # fmt: skip
+    last = result.history[-1]
+    ran = len(result.history) - result.start_epoch
+    resumed = f", resumed after epoch {result.start_epoch}" if result.start_epoch else ""
+    console.print(
+        f"{out}: {ran} epochs of {method} on {model}{resumed}; epoch {int(last['epoch'])} loss "
+        f"{last['loss']:.4f}, training accuracy {100 * last['accuracy']:.1f} %; weights "
+        f"{result.model_file} on {result.device}, {result.seconds:.1f} s"
+    )
+
+
 #: the --conventions option of the commands that compute ranking metrics
 ConventionsOption = Annotated[
     str | None,
@@ -909,6 +1031,39 @@ def _detector_spec(item: str) -> dict[str, object]:
     return {"name": name.strip(), "params": params}
 
 
+def _search_spec(item: str) -> str | dict[str, object]:
+    """``knn`` or ``knn:k=1,10,50,alpha=0.1,1`` -> a ``search.detectors`` entry of the config.
+
+    After the colon, ``KEY=V1,V2,...`` gives a hyperparameter's candidates in the order tried;
+    a value without ``=`` continues the previous key's list. Values are read as YAML scalars.
+    """
+    import yaml
+
+    name, colon, rest = item.partition(":")
+    if not colon:
+        return name.strip()
+    params: dict[str, list[object]] = {}
+    key: str | None = None
+    for token in rest.split(","):
+        k, eq, value = token.partition("=")
+        if eq:
+            key = k.strip()
+            if not key or key in params:
+                raise SemshiftError(
+                    f"--search-space {item!r}: expected NAME:KEY=V1,V2,... with each KEY once"
+                )
+            params[key] = []
+        else:
+            value = token
+        if key is None or not value.strip():
+            raise SemshiftError(f"--search-space {item!r}: expected NAME or NAME:KEY=V1,V2,...")
+        try:
+            params[key].append(yaml.safe_load(value))
+        except yaml.YAMLError:
+            params[key].append(value.strip())
+    return {"name": name.strip(), "params": params}
+
+
 @app.command("evaluate")
 def evaluate_stores(
     train: Annotated[
@@ -978,6 +1133,34 @@ def evaluate_stores(
             "report says so). Without it such stores are refused.",
         ),
     ] = False,
+    search: Annotated[
+        bool,
+        typer.Option(
+            "--search",
+            help="Choose hyperparameters on --val vs --val-ood (never on test data) over each "
+            "detector's declared candidates; model-level detectors are not searched.",
+        ),
+    ] = False,
+    search_space: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--search-space",
+            help="Search only this detector, NAME or NAME:KEY=V1,V2,... with candidates, e.g. "
+            "knn:k=1,10,50 (repeatable; implies --search).",
+        ),
+    ] = None,
+    val_ood: Annotated[
+        str | None,
+        typer.Option(
+            "--val-ood",
+            help="Validation OOD store for --search, STORE or NAME=STORE: searched on, never "
+            "evaluated; its classes must be unrelated to every --ood class.",
+        ),
+    ] = None,
+    search_objective: Annotated[
+        str,
+        typer.Option("--search-objective", help="Ranking metric the search optimises."),
+    ] = "auroc",
     force: ForceOption = False,
     wait: WaitOption = True,
     quiet: QuietOption = False,
@@ -1004,8 +1187,25 @@ def evaluate_stores(
             f"--protocol {bad[0]!r}: evaluate runs {', '.join(EVALUATE_PROTOCOLS)}; the others "
             "need a model or more settings: use semshift run with a config"
         )
+    search = search or bool(search_space)
+    val_name: str | None = None
+    val_path = Path()
+    if search:
+        if val_ood is None:
+            raise SemshiftError("--search needs --val-ood STORE: the validation OOD set")
+        if val is None:
+            raise SemshiftError(
+                "--search needs --val STORE: ID validation rows the detectors are not fitted on"
+            )
+        named = _named_stores([val_ood if "=" in val_ood else f"val_ood={val_ood}"], "--val-ood")
+        val_name, val_path = next(iter(named.items()))
+        if val_name in oods or val_name in covs:
+            raise SemshiftError(f"--val-ood: set name {val_name!r} is taken by another set")
+    elif val_ood is not None:
+        raise SemshiftError("--val-ood goes with --search (or --search-space)")
     names = {"train": "id_train", "val": "id_val", "test": "id_test"}
-    sel = _selections(select, {*names, *oods, *covs} - ({"val"} if val is None else set()))
+    sets = {*names, *oods, *covs, *([val_name] if val_name else [])}
+    sel = _selections(select, sets - ({"val"} if val is None else set()))
 
     def source(name: str, path: Path) -> dict[str, object]:
         return {"store": str(path.absolute()), "select": sel.get(name, {})}
@@ -1017,6 +1217,8 @@ def evaluate_stores(
         **{n: {**source(n, p), "role": "ood", "split": n} for n, p in oods.items()},
         **{n: {**source(n, p), "role": "covariate"} for n, p in covs.items()},
     }
+    if val_name is not None:  # searched on, never evaluated
+        data["sets"][val_name] = {**source(val_name, val_path), "role": "ood"}  # type: ignore[index]
     if mixed_models:
         data["mixed_models"] = True
     protocols_cfg: dict[str, dict[str, object]] = {p: {} for p in protocols}
@@ -1034,18 +1236,84 @@ def evaluate_stores(
     }
     if metric:
         cfg["metrics"] = list(dict.fromkeys(metric))
+    if val_name is not None:
+        cfg["search"] = {
+            "val_ood": val_name,
+            "detectors": [_search_spec(s) for s in dict.fromkeys(search_space)]
+            if search_space
+            else "all",
+            "objective": search_objective,
+        }
     if conventions is not None:
         cfg["conventions"] = conventions
     where = "semshift evaluate"
     try:
         result = run(load_config(cfg, source=where), progress=not quiet, force=force, wait=wait)
     except SemshiftError as err:  # name the option, not the config key it became
-        raise SemshiftError(_option_words(str(err), where, set(oods))) from None
+        raise SemshiftError(_option_words(str(err), where, set(oods), val_name)) from None
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     _print_run(result)
 
 
-def _option_words(message: str, where: str, oods: set[str]) -> str:
+@app.command("ensemble")
+def ensemble_stores(
+    member: Annotated[
+        list[str],
+        typer.Option(help="Feature store of one network over the images (repeatable, 2 or more)."),
+    ],
+    out: Annotated[Path, typer.Option(help="CSV to write: sample_id, path, label, score.")],
+    rule: Annotated[
+        str, typer.Option(help="msp (max of the mean softmax, default) or energy (mean logits).")
+    ] = "msp",
+    detector: Annotated[
+        str | None,
+        typer.Option(
+            "--detector",
+            "-d",
+            help="Average this detector's scores instead (NAME or NAME:KEY=VALUE,...); each "
+            "member's detector is fitted on its --train store.",
+        ),
+    ] = None,
+    train: Annotated[
+        list[str] | None,
+        typer.Option(help="Training store of each member, in --member order (with --detector)."),
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(help="Rows of every member by a group column, KEY=VALUE (repeatable)."),
+    ] = None,
+) -> None:
+    """Deep ensemble: one score per image from several networks' stores of the same images.
+
+    Higher = more in-distribution; see docs/methods.md#deep-ensemble.
+    """
+    from semshift.features import open_store
+    from semshift.features.ensemble import ensemble_detector_scores, ensemble_scores
+
+    for item in select or []:
+        if "=" not in item or item.startswith("="):
+            raise SemshiftError(f"--select: expected KEY=VALUE, got {item!r}")
+    cond = _selections([f"members:{s}" for s in select or []], {"members"}).get("members", {})
+    members = [open_store(m).select(**cond) for m in member]
+    if detector is None:
+        if train:
+            raise SemshiftError("--train goes with --detector (the logit rules fit nothing)")
+        result = ensemble_scores(members, rule)
+    else:
+        spec = _detector_spec(detector)
+        params = spec["params"]
+        assert isinstance(params, dict)
+        trains = [open_store(t).all() for t in train or []]
+        result = ensemble_detector_scores(trains, members, str(spec["name"]), params)
+    frame = result.index[["sample_id", "path", "label"]].assign(score=result.scores)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out, index=False)
+    console.print(
+        f"ensemble {result.rule} of {len(members)} members: {len(frame):,} images -> {out}"
+    )
+
+
+def _option_words(message: str, where: str, oods: set[str], val_ood: str | None = None) -> str:
     """``<where>: data.sets.easy.store: ...`` -> ``--ood easy: ...`` (evaluate's options)."""
     import re
 
@@ -1058,7 +1326,9 @@ def _option_words(message: str, where: str, oods: set[str]) -> str:
     m = re.fullmatch(r"(data\.id_\w+|data\.sets\.([^.]+))(\.select\b.*)?(\.\w+)?", key)
     if m is not None:
         name = m.group(2)
-        if name is not None:
+        if name is not None and name == val_ood:
+            option = "--val-ood"
+        elif name is not None:
             option = f"--ood {name}" if name in oods else f"--covariate {name}"
         else:
             option = fixed.get(m.group(1), m.group(1))
@@ -1069,6 +1339,10 @@ def _option_words(message: str, where: str, oods: set[str]) -> str:
                            ("bootstrap", "--bootstrap"),
                            ("protocols.operating_point.recall", "--operating-point"),
                            ("conventions", "--conventions"),
+                           ("search.val_ood", "--val-ood"),
+                           ("search.detectors", "--search-space"),
+                           ("search.objective", "--search-objective"),
+                           ("search", "--search"),
                            ("protocols", "--protocol")):  # fmt: skip
         if key.startswith(prefix):
             return f"{option}: {rest}"
@@ -1106,6 +1380,12 @@ def _print_run(result: RunResult) -> None:
             console.print(headline_table(result.results).to_rich())
         except SemshiftError as exc:  # no protocol with a table: the rows are in results.csv
             console.print(f"no headline table: {exc}")
+    search = (result.provenance.get("notes") or {}).get("search") or {}
+    for det, chosen in (search.get("chosen") or {}).items():
+        values = ", ".join(f"{k}={v}" for k, v in chosen.items())
+        value = (search.get("value") or {}).get(det)
+        on = f" ({search.get('objective')} {value:.4f} on validation)" if value is not None else ""
+        console.print(f"search: {det} {values}{on}")
     for err in result.errors:
         console.print(f"[yellow]warning[/yellow]: {err}")
     total = result.provenance.get("total_seconds", 0.0)
@@ -1336,6 +1616,93 @@ def benchmark_run(
     (out / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
     result = run(loaded, progress=not quiet, force=force, wait=wait)
     _print_run(result)
+
+
+# --------------------------------------------------------------------------- zsl
+@zsl_app.command("run")
+def zsl_run(
+    data: Annotated[
+        str,
+        typer.Option(
+            help="A folder with res101.mat + att_splits.mat, or with zsl.json (a semshift "
+            "split, feature store and class embeddings), or 'demo' (glyphs, offline)."
+        ),
+    ],
+    method: Annotated[
+        list[str] | None,
+        typer.Option("--method", help="A zero-shot method (repeatable; default all eight)."),
+    ] = None,
+    split: Annotated[
+        str, typer.Option(help="Proposed split version: v1, v2 or both (Table 1's V1 vs V2).")
+    ] = "v2",
+    calibration: Annotated[
+        float, typer.Option(help="Calibrated stacking: subtracted from seen-class scores.")
+    ] = 0.0,
+    embedding: Annotated[
+        str, typer.Option(help="--data demo only: 'attributes' or 'text' (MiniLM).")
+    ] = "attributes",
+    seed: Annotated[int, typer.Option(help="--data demo only: random seed.")] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write results.csv (tidy rows) and grid.csv (val scores) here."),
+    ] = None,
+) -> None:
+    """Train zero-shot methods (hyperparameters on val classes) and print the paper's Table 1
+    (ZSL top-1, V1 vs V2) and Table 2 (GZSL ts / tr / H) layouts."""
+    import pandas as pd
+
+    from semshift.protocols import zsl_results
+    from semshift.report import gzsl_table, zsl_table
+    from semshift.training.zsl import (
+        SPLIT_VERSIONS,
+        evaluate_zsl,
+        get_zsl_method,
+        list_zsl_methods,
+        read_zsl_data,
+    )
+
+    versions = list(SPLIT_VERSIONS) if split == "both" else [split]
+    if any(v not in SPLIT_VERSIONS for v in versions):
+        raise SemshiftError(f"--split must be v1, v2 or both, got {split!r}")
+    methods = [get_zsl_method(m).name for m in method] if method else list_zsl_methods()
+    t0 = time.perf_counter()
+    if data == "demo":
+        from semshift.demo.zsl import glyph_zsl_data
+
+        dataset = glyph_zsl_data(embedding=embedding, seed=seed)
+    else:
+        dataset = read_zsl_data(data)
+    for v in versions:
+        dataset.split(v)  # a V2 request on V1 sets fails here, before any training
+    console.print(
+        f"{dataset.name}: {dataset.features.shape[0]} images x {dataset.features.shape[1]} "
+        f"features, {dataset.n_classes} classes ({dataset.seen_classes.size} seen, "
+        f"{dataset.unseen_classes.size} unseen), embeddings of {dataset.embeddings.shape[1]}"
+    )
+    outcomes = []
+    for v in versions:
+        for m in methods:
+            o = evaluate_zsl(dataset, m, split=v)
+            outcomes.append(o)
+            chosen = ", ".join(f"{k}={x:g}" if isinstance(x, float) else f"{k}={x}"
+                               for k, x in o.params.items())  # fmt: skip
+            console.print(f"  {v} {m}: {o.seconds:.1f} s ({chosen})")
+    results = zsl_results(outcomes, calibration=calibration)
+    console.print(zsl_table(results).to_rich())
+    console.print(gzsl_table(results).to_rich())
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        results.to_csv(out / "results.csv", index=False)
+        grid = pd.DataFrame(
+            [
+                {"split": o.split, "method": o.method, **p.params, "val_top1": p.val_top1}
+                for o in outcomes
+                for p in o.grid
+            ]
+        )
+        grid.to_csv(out / "grid.csv", index=False)
+        console.print(f"wrote {out}/results.csv, grid.csv")
+    console.print(f"zero-shot run finished in {time.perf_counter() - t0:.1f} s")
 
 
 @store_app.command("verify")

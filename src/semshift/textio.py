@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semshift.errors import InputError
+from semshift.errors import InputError, SemshiftError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["read_csv", "read_text"]
 
 
-def read_text(path: str | Path, what: str, *, error: type[InputError] = InputError) -> str:
+def read_text(path: str | Path, what: str, *, error: type[SemshiftError] = InputError) -> str:
     """The contents of a UTF-8 text file (a leading byte-order mark dropped).
 
     Parameters
@@ -38,7 +38,7 @@ def read_text(path: str | Path, what: str, *, error: type[InputError] = InputErr
     what : str
         What the file is for, as the message names it (``"class list"``, ``"config file"``).
     error : type
-        The error class raised (an :class:`InputError` subclass, e.g. the taxonomy's).
+        The error class raised (a user-facing error class, e.g. the taxonomy's).
 
     Raises
     ------

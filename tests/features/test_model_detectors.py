@@ -83,8 +83,9 @@ def test_registry_and_bad_input():
     assert isinstance(odin.describe()["temperature"], float)  # as meta.json records it
     known = ", ".join(detectors.list_detectors(level="model"))
     with pytest.raises(
-        UnknownNameError, match=r"^unknown model-level detector 'odn' \(did you mean odin\?\); "
-        rf"known: {known}$"
+        UnknownNameError,
+        match=r"^unknown model-level detector 'odn' \(did you mean odin(, iodin)?\?\); "
+        rf"known: {known}$",
     ):  # fmt: skip
         get_model_detector("odn")
     post_hoc = r"^'knn' is a post-hoc detector .*; model-level: "

@@ -10,9 +10,11 @@ Use :func:`get` to build a detector by name, :func:`list_detectors` for the name
 :func:`check_params` to check hyperparameters before any work; each class declares the inputs
 it consumes in ``fit_requires``, ``score_requires`` and ``requires``, and the values each
 hyperparameter accepts in ``_parameter_constraints`` (:class:`Interval`, :class:`StrOptions`,
-:class:`Boolean`, or None). The registry also declares the
-model-level detectors (``list_detectors(level="model")``: odin, rankfeat, lts, ...), which need the
-network and are computed during feature extraction (:mod:`semshift.features.model_detectors`).
+:class:`Boolean`, or None) and the candidates a hyperparameter search tries in
+``search_space`` (:func:`get_search_space`, :func:`check_search_space`). The registry also
+declares the model-level detectors (``list_detectors(level="model")``: odin, rankfeat, lts,
+...), which need the network and are computed during feature extraction
+(:mod:`semshift.features.model_detectors`).
 :func:`score_many` scores several fitted detectors on the same inputs, computing what they
 share once (:class:`SharedResults`) and running them side by side in threads.
 """
@@ -22,7 +24,15 @@ from __future__ import annotations
 from ._base import INPUT_NAMES, LEVELS, Detector
 from ._many import ManyFits, ManyScores, default_threads, fit_many, score_many
 from ._params import Boolean, Constraint, Interval, StrOptions
-from ._registry import check_params, get, get_class, list_detectors, register_detector
+from ._registry import (
+    check_params,
+    check_search_space,
+    get,
+    get_class,
+    get_search_space,
+    list_detectors,
+    register_detector,
+)
 from ._search import faiss_available
 from ._shared import SharedResults
 from .model_level import ModelLevelDetector
@@ -40,11 +50,13 @@ __all__ = [
     "SharedResults",
     "StrOptions",
     "check_params",
+    "check_search_space",
     "default_threads",
     "faiss_available",
     "fit_many",
     "get",
     "get_class",
+    "get_search_space",
     "list_detectors",
     "register_detector",
     "score_many",

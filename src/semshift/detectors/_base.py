@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from semshift.errors import InputError, NotFittedError
 
 from ._common import row_blocks
-from ._params import ParamConstraints, validate_params
+from ._params import ParamConstraints, SearchSpace, validate_params
 from ._shared import SharedResults, chunks
 
 __all__ = ["INPUT_NAMES", "LEVELS", "Detector", "Inputs"]
@@ -282,6 +282,13 @@ class Detector:
         :mod:`semshift.detectors._params`): checked by :func:`semshift.detectors.check_params`,
         :func:`semshift.detectors.get` and :meth:`fit`. :func:`register_detector` refuses a
         class that leaves a hyperparameter undeclared.
+    search_space : dict of str to tuple
+        The candidates a hyperparameter search tries for each tunable hyperparameter, in the
+        order they are tried (ties go to the first; see docs/methods.md#hyperparameter-search
+        and :func:`semshift.detectors.get_search_space`). Declared beside
+        ``_parameter_constraints``; :func:`register_detector` refuses a candidate outside the
+        constraints. Empty for detectors with nothing to tune and for model-level detectors,
+        whose hyperparameters are fixed when the features are extracted.
     fit_requires, score_requires : frozenset of str
         The inputs (:data:`INPUT_NAMES`) needed by :meth:`fit` and :meth:`score`.
     requires : frozenset of str
@@ -295,6 +302,7 @@ class Detector:
     name: ClassVar[str] = ""
     level: ClassVar[Level] = "post_hoc"
     _parameter_constraints: ClassVar[ParamConstraints] = {}
+    search_space: ClassVar[SearchSpace] = {}
     fit_requires: ClassVar[frozenset[str]] = frozenset()
     score_requires: ClassVar[frozenset[str]] = frozenset()
     requires: ClassVar[frozenset[str]] = frozenset()

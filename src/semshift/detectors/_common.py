@@ -139,8 +139,8 @@ def scatter_matrix(x: AnyArray, centers: F64, labels: NDArray[np.integer[Any]] |
     d = x.shape[1]
     acc = np.zeros((d, d), dtype=np.float64, order="F")
     for sl in row_blocks(x.shape[0], 16 * d):
-        xc = np.asarray(x[sl], dtype=np.float64)
-        xc = xc - (centers[labels[sl]] if labels is not None else centers)
+        xc = np.array(x[sl], dtype=np.float64)  # one copy, centred in place
+        xc -= centers[labels[sl]] if labels is not None else centers
         # Rank-k update of the upper triangle: half the flops of xc.T @ xc.
         acc = scipy.linalg.blas.dsyrk(1.0, xc.T, beta=1.0, c=acc, overwrite_c=1)
     return np.triu(acc) + np.triu(acc, 1).T

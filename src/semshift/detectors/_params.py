@@ -32,6 +32,7 @@ __all__ = [
     "Constraint",
     "Interval",
     "ParamConstraints",
+    "SearchSpace",
     "StrOptions",
     "describe",
     "satisfies",
@@ -54,9 +55,16 @@ class Constraint:
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {self}>"
 
+    def examples_outside(self) -> list[Any]:
+        """A few values this constraint refuses (the generated rejection tests use them); a
+        new kind of constraint defined in a detector's module lists its own."""
+        raise NotImplementedError(f"{type(self).__name__} lists no values it refuses")
+
 
 #: The type of a class's ``_parameter_constraints``: hyperparameter name -> accepted values.
 ParamConstraints = dict[str, list[Constraint | None]]
+#: The type of a class's ``search_space``: hyperparameter name -> candidates, in search order.
+SearchSpace = dict[str, tuple[Any, ...]]
 
 
 def _is_bool(value: object) -> bool:

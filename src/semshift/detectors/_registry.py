@@ -8,15 +8,25 @@ extraction; each in its own module, on the base of :mod:`semshift.detectors.mode
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
+
+import numpy as np
 
 from semshift.errors import InputError, UnknownNameError
 
 from ._base import LEVELS, Detector
 from ._params import Constraint, validate_params
 
-__all__ = ["check_params", "get", "get_class", "list_detectors", "register_detector"]
+__all__ = [
+    "check_params",
+    "check_search_space",
+    "get",
+    "get_class",
+    "get_search_space",
+    "list_detectors",
+    "register_detector",
+]
 
 _REGISTRY: dict[str, type[Detector]] = {}
 D = TypeVar("D", bound=type[Detector])
@@ -41,6 +51,36 @@ def _check_declaration(cls: type[Detector]) -> None:
                 f"{cls.__name__}: _parameter_constraints[{param!r}] must be a non-empty list of "
                 f"Constraint or None, got {constraints!r}"
             )
+    space = cls.search_space
+    if space and cls.level != "post_hoc":
+        raise TypeError(
+            f"{cls.__name__}: a model-level detector is computed during feature extraction and "
+            "declares no search_space"
+        )
+    for param, candidates in space.items():
+        if param not in declared:
+            raise TypeError(f"{cls.__name__}: search_space[{param!r}] is not a hyperparameter")
+        if not isinstance(candidates, tuple) or not candidates:
+            raise TypeError(
+                f"{cls.__name__}: search_space[{param!r}] must be a non-empty tuple of candidates"
+            )
+        try:
+            _check_candidates(cls.name or cls.__name__, param, candidates, declared[param])
+        except InputError as err:
+            raise TypeError(f"{cls.__name__}: search_space: {err}") from None
+
+
+def _check_candidates(
+    owner: str, param: str, candidates: Sequence[Any], constraints: Sequence[Constraint | None]
+) -> None:
+    """Raise :class:`InputError` for a candidate outside the constraints or given twice."""
+    seen: set[str] = set()
+    for value in candidates:
+        validate_params(owner, {param: constraints}, {param: value})
+        key = repr(value.item() if isinstance(value, np.generic) else value)
+        if key in seen:
+            raise InputError(f"{owner}: candidate {key} of {param} is given twice")
+        seen.add(key)
 
 
 def register_detector(cls: D) -> D:
@@ -51,8 +91,9 @@ def register_detector(cls: D) -> D:
     ValueError
         The name is empty or already registered.
     TypeError
-        Unknown ``level``, or ``_parameter_constraints`` does not declare exactly the keyword
-        hyperparameters of ``__init__``.
+        Unknown ``level``, ``_parameter_constraints`` does not declare exactly the keyword
+        hyperparameters of ``__init__``, or a ``search_space`` candidate is not a value its
+        hyperparameter accepts (or a model-level detector declares a search space).
     """
     name = cls.name
     if not name or name in _REGISTRY:
@@ -80,8 +121,8 @@ def list_detectors(level: str | None = None) -> list[str]:
     Examples
     --------
     >>> from semshift import detectors
-    >>> detectors.list_detectors(level="model")
-    ['lts', 'mc_dropout', 'odin', 'rankfeat']
+    >>> detectors.list_detectors(level="model")[:4]
+    ['adascale_a', 'adascale_l', 'gradnorm_kl', 'gram']
     """
     if level is None:
         return sorted(_REGISTRY)
@@ -183,3 +224,115 @@ def get(name: str, **params: Any) -> Detector:
     """
     check_params(name, params)
     return get_class(name)(**params)
+
+
+def get_search_space(name: str) -> dict[str, tuple[Any, ...]]:
+    """The search space the detector ``name`` declares: hyperparameter -> candidates, in order.
+
+    Empty for detectors with nothing to tune and for model-level detectors (their
+    hyperparameters are fixed when the features are extracted).
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown detector name (the message lists the known ones).
+
+    Examples
+    --------
+    >>> from semshift import detectors
+    >>> detectors.get_search_space("react")
+    {'percentile': (85.0, 90.0, 95.0, 99.0)}
+    >>> detectors.get_search_space("msp")
+    {}
+    """
+    return dict(get_class(name).search_space)
+
+
+def check_search_space(
+    name: str,
+    space: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    fixed: Mapping[str, Any] | None = None,
+) -> dict[str, tuple[Any, ...]]:
+    """The candidates a search of ``name`` tries, checked before any work.
+
+    Parameters
+    ----------
+    name : str
+        A post-hoc detector from :func:`list_detectors`.
+    space : mapping of str to sequence, optional
+        Candidates per hyperparameter replacing the declared ``search_space`` (any
+        hyperparameter of the detector may be given, in the order to try). None: the declared
+        space, less the hyperparameters in ``fixed``.
+    fixed : mapping, optional
+        Hyperparameters fixed by the caller; they are not searched.
+
+    Returns
+    -------
+    dict of str to tuple
+        Hyperparameter -> candidates, in search order.
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown detector name.
+    InputError
+        A model-level detector (computed during feature extraction: nothing to search on
+        stored scores), a hyperparameter the detector does not have, a candidate it does not
+        accept, a candidate given twice, a hyperparameter both fixed and searched, or nothing
+        left to search.
+
+    Examples
+    --------
+    >>> from semshift import detectors
+    >>> detectors.check_search_space("knn", {"k": [1, 10, 50]})
+    {'k': (1, 10, 50)}
+    >>> detectors.check_search_space("knn", {"k": [0, 10]})
+    Traceback (most recent call last):
+    ...
+    semshift.errors.InputError: knn: k must be an integer >= 1, got 0
+    """
+    cls = get_class(name)
+    if cls.level != "post_hoc":
+        raise InputError(
+            f"{name} is a model-level detector: it is computed during feature extraction, so its "
+            "hyperparameters cannot be searched on stored scores; fix them in the detector list "
+            f"instead (e.g. {name}:PARAM=VALUE)"
+        )
+    fixed = dict(fixed or {})
+    if space is None:
+        out = {p: tuple(c) for p, c in cls.search_space.items() if p not in fixed}
+        if not out:
+            why = "its searched hyperparameters are fixed" if cls.search_space else "no space"
+            raise InputError(
+                f"{name} has nothing to search ({why}); give candidates (e.g. {name}:PARAM=V1,V2) "
+                "or leave it out of the search"
+            )
+        return out
+    accepted = cls.param_names()
+    unknown = sorted(set(space) - set(accepted), key=str)
+    if unknown:
+        raise InputError(
+            f"{name} has no hyperparameter {', '.join(map(str, unknown))}; "
+            f"accepted: {', '.join(accepted) or '(none)'}"
+        )
+    both = sorted(set(space) & set(fixed))
+    if both:
+        raise InputError(
+            f"{name}: {', '.join(both)} is both fixed ({both[0]}={fixed[both[0]]!r}) and "
+            "searched; remove one of the two"
+        )
+    if not space:
+        raise InputError(f"{name}: no hyperparameter to search was given")
+    out = {}
+    for param, candidates in space.items():
+        values = (
+            tuple(candidates)
+            if isinstance(candidates, Sequence) and not isinstance(candidates, str)
+            else (candidates,)
+        )
+        if not values:
+            raise InputError(f"{name}: {param} has no candidate; give one or more values")
+        _check_candidates(name, param, values, cls._parameter_constraints[param])
+        out[param] = values
+    return out

@@ -17,7 +17,7 @@ from semshift.errors import InputError
 from ._base import Inputs
 from ._common import F32, F64, f32
 from ._head import HeadEnergyDetector, shared_kept_sums, shared_topk, sharpening_factor
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["AshB", "AshP", "AshS", "n_kept"]
@@ -33,6 +33,8 @@ class _Ash(HeadEnergyDetector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "percentile": [Interval(Real, 0, 100, closed="left")]
     }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/ash.yml)
+    search_space: ClassVar[SearchSpace] = {"percentile": (65.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0)}
 
     def __init__(self, *, percentile: float = 90.0) -> None:
         self.percentile = percentile

@@ -10,7 +10,7 @@ from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs, require_class_counts
 from ._common import F64, class_sums, logsumexp, row_blocks, softmax
-from ._params import ParamConstraints, StrOptions
+from ._params import ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 
 __all__ = ["LOGIT_METHODS", "CADRef", "CARef", "logit_score"]
@@ -162,6 +162,8 @@ class CADRef(_PredictedClassMeans):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "logit_method": [StrOptions(LOGIT_METHODS)],
     }
+    #: the released code's four logit scores, its default (energy) first
+    search_space: ClassVar[SearchSpace] = {"logit_method": ("energy", "msp", "mls", "gen")}
 
     def __init__(self, *, logit_method: str = "energy") -> None:
         self.logit_method = logit_method

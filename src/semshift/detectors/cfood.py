@@ -11,7 +11,7 @@ from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import F32, F64, f32, l2_normalize, row_blocks
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["CFOOD", "KAPPA_GRID", "kappa_positions"]
@@ -104,6 +104,11 @@ class CFOOD(Detector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "k": [Interval(Real, 0, 1, closed="right")],
+    }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/cfood.yml)
+    search_space: ClassVar[SearchSpace] = {
+        "alpha": (0.1, 0.5, 1.0),
+        "k": (0.001, 0.005, 0.01, 0.05),
     }
 
     def __init__(self, *, alpha: float = 0.1, k: float = 0.01) -> None:

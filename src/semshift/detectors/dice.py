@@ -10,7 +10,7 @@ import numpy as np
 from ._base import Inputs
 from ._common import column_mean, f32
 from ._head import HeadEnergyDetector
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 from ._shared import digest
 
@@ -49,6 +49,8 @@ class Dice(HeadEnergyDetector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "percentile": [Interval(Real, 0, 100, closed="both")]
     }
+    #: the sparsities p of the paper's ablation (Sun and Li, ECCV 2022, fig. 4)
+    search_space: ClassVar[SearchSpace] = {"percentile": (10.0, 30.0, 50.0, 70.0, 90.0)}
 
     def __init__(self, *, percentile: float = 90.0) -> None:
         self.percentile = percentile

@@ -17,7 +17,7 @@ from . import _common
 from ._base import Detector, Float64Array, Inputs, require_class_counts
 from ._common import F64, class_sums, logsumexp, row_blocks
 from ._many import default_threads
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["GMM"]
@@ -124,6 +124,8 @@ class GMM(Detector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "reg": [Interval(Real, 0, None, closed="neither")]
     }
+    #: covariance shrinkage by decades from pytorch-ood's default
+    search_space: ClassVar[SearchSpace] = {"reg": (1e-6, 1e-4, 1e-2, 1.0)}
 
     def __init__(self, *, reg: float = 1e-6) -> None:
         self.reg = reg

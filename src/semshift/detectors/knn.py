@@ -11,7 +11,7 @@ from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import f32, l2_normalize, row_blocks
-from ._params import Interval, ParamConstraints, StrOptions
+from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 from ._search import BACKENDS, InnerProductIndex, resolve_backend
 
@@ -57,6 +57,8 @@ class KNN(Detector):
         "k": [Interval(Integral, 1, None, closed="left")],  # k <= n_train is checked in fit
         "backend": [StrOptions(BACKENDS)],  # "faiss" without faiss installed: fit refuses
     }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/knn.yml); k above n_train fails in fit
+    search_space: ClassVar[SearchSpace] = {"k": (1, 10, 20, 50, 100, 200, 500, 1000)}
 
     def __init__(self, *, k: int = 50, backend: str = "auto") -> None:
         self.k = k

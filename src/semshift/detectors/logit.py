@@ -15,7 +15,7 @@ import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import F64, energy, row_blocks, softmax
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = [
@@ -191,6 +191,12 @@ class GEN(LogitDetector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "gamma": [Interval(Real, 0, 1, closed="right")],
         "M": [Interval(Integral, 1, None, closed="left")],
+    }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/gen.yml) within gamma's (0, 1]; M above
+    #: the number of classes C scores like M = C (a tie, which goes to the smaller M)
+    search_space: ClassVar[SearchSpace] = {
+        "gamma": (0.01, 0.1, 0.5, 1.0),
+        "M": (10, 50, 100, 200, 500, 1000),
     }
 
     def __init__(self, *, gamma: float = 0.1, M: int = 100) -> None:

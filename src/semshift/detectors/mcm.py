@@ -10,7 +10,7 @@ import numpy as np
 from ._base import Detector, Float64Array, Inputs
 from ._common import f32, prepare_head, row_blocks
 from ._head import shared_head_product
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 from ._shared import digest
 
@@ -58,6 +58,8 @@ class MCM(Detector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "temperature": [Interval(Real, 0, None, closed="neither")]
     }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/mcm.yml)
+    search_space: ClassVar[SearchSpace] = {"temperature": (0.01, 1.0, 10.0)}
 
     def __init__(self, *, temperature: float = 1.0) -> None:
         self.temperature = temperature

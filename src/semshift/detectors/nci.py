@@ -9,7 +9,7 @@ import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import column_mean, row_blocks
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["NCI"]
@@ -62,6 +62,8 @@ class NCI(Detector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "alpha": [Interval(Real, 0, None, closed="left")]
     }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/nci.yml) after pytorch-ood's default 0
+    search_space: ClassVar[SearchSpace] = {"alpha": (0.0, 0.0001, 0.001, 0.01, 0.1)}
 
     def __init__(self, *, alpha: float = 0.0) -> None:
         self.alpha = alpha

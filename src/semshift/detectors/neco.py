@@ -12,7 +12,7 @@ from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import F32, F64, column_mean, f32, row_blocks
-from ._params import Boolean, Interval, ParamConstraints
+from ._params import Boolean, Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["NECO", "standard_scale"]
@@ -95,6 +95,8 @@ class NECO(Detector):
         "dim": [Interval(Integral, 1, None, closed="left")],
         "max_logit": [Boolean()],
     }
+    #: principal dimensions around the released default 100; dim >= D fails in fit
+    search_space: ClassVar[SearchSpace] = {"dim": (10, 50, 100, 200, 500, 1000)}
 
     def __init__(self, *, dim: int = 100, max_logit: bool = True) -> None:
         self.dim = dim

@@ -12,7 +12,7 @@ from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import energy, f32, l2_normalize, row_blocks
-from ._params import Interval, ParamConstraints, StrOptions
+from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 from ._search import BACKENDS, InnerProductIndex, resolve_backend
 from .logit import shared_energy
@@ -59,6 +59,12 @@ class NNGuide(Detector):
         "k": [Interval(Integral, 1, None, closed="left")],  # k <= bank size is checked in fit
         "alpha": [Interval(Real, 0, 1, closed="right")],
         "backend": [StrOptions(BACKENDS)],  # "faiss" without faiss installed: fit refuses
+    }
+    #: neighbours as in knn's sweep (k above the bank size fails in fit); alpha (the bank
+    #: fraction kept) by decades from the released default
+    search_space: ClassVar[SearchSpace] = {
+        "k": (1, 10, 20, 50, 100, 200, 500, 1000),
+        "alpha": (0.01, 0.1, 1.0),
     }
 
     def __init__(self, *, k: int = 100, alpha: float = 0.01, backend: str = "auto") -> None:

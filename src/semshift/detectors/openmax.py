@@ -15,7 +15,7 @@ from semshift.errors import InputError
 
 from ._base import Inputs, require_class_counts
 from ._common import F64, class_sums, logsumexp, row_blocks
-from ._params import Interval, ParamConstraints, StrOptions
+from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 from .logit import LogitDetector
 
@@ -202,6 +202,12 @@ class OpenMax(LogitDetector):
         "tail_size": [Interval(Integral, 2, None, closed="left")],  # a Weibull needs 2 points
         "weibull": [StrOptions(WEIBULL_FITS)],
         "translate_amount": [Interval(Real, 0, None, closed="neither")],
+    }
+    #: tail sizes and revised top classes around the released defaults (20 and 3; alpha
+    #: above C fails in fit)
+    search_space: ClassVar[SearchSpace] = {
+        "alpha": (1, 2, 3, 5, 10),
+        "tail_size": (10, 20, 50, 100),
     }
 
     def __init__(

@@ -10,7 +10,7 @@ import numpy as np
 from ._base import Inputs
 from ._common import F32, exact_percentile
 from ._head import HeadEnergyDetector
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["ReAct"]
@@ -44,6 +44,8 @@ class ReAct(HeadEnergyDetector):
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "percentile": [Interval(Real, 0, 100, closed="both")]
     }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/react.yml)
+    search_space: ClassVar[SearchSpace] = {"percentile": (85.0, 90.0, 95.0, 99.0)}
 
     def __init__(self, *, percentile: float = 90.0) -> None:
         self.percentile = percentile

@@ -9,7 +9,7 @@ import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
 from ._common import F32, row_blocks, softmax
-from ._params import Interval, ParamConstraints
+from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
 __all__ = ["Relation"]
@@ -111,6 +111,8 @@ class Relation(Detector):
         "power": [Interval(Real, 0, None, closed="neither")],
         "threshold": [Interval(Real, 0, None, closed="left")],
     }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/relation.yml)
+    search_space: ClassVar[SearchSpace] = {"power": (1, 2, 4, 6, 8)}
 
     def __init__(self, *, power: float = 1, threshold: float = 0.03) -> None:
         self.power = power

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ._base import Inputs
 from ._common import F64
 from ._head import shared_head_product, sharpening_factor
+from ._params import SearchSpace
 from ._registry import register_detector
 from .ash import _Ash
 
@@ -33,6 +36,8 @@ class Scale(_Ash):
     """
 
     name = "scale"
+    #: OpenOOD v1.5's sweep (configs/postprocessors/scale.yml)
+    search_space: ClassVar[SearchSpace] = {"percentile": (65.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0)}
 
     def __init__(self, *, percentile: float = 85.0) -> None:
         self.percentile = percentile

@@ -13,7 +13,7 @@ from . import _common
 from ._base import Inputs
 from ._common import F32, F64
 from ._head import HeadEnergyDetector
-from ._params import Interval, ParamConstraints, StrOptions
+from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 
 __all__ = ["VRA", "column_percentiles"]
@@ -94,6 +94,11 @@ class VRA(HeadEnergyDetector):
         "lower_percentile": [Interval(Real, 0, 100, closed="both")],
         "upper_percentile": [Interval(Real, 0, 100, closed="both")],
         "below": [StrOptions(("clip", "zero"))],
+    }
+    #: OpenOOD v1.5's sweep (configs/postprocessors/vra.yml) with the paper's defaults added
+    search_space: ClassVar[SearchSpace] = {
+        "lower_percentile": (1.0, 5.0, 10.0, 15.0),
+        "upper_percentile": (85.0, 90.0, 95.0, 99.0),
     }
 
     def __init__(

@@ -13,6 +13,8 @@ Modules (a reader finds each thing by its file name):
 - :mod:`~semshift.features.model_detectors`: runs the registry's model-level detectors
   (``semshift.detectors.list_detectors(level="model")``) during extraction and stores their
   scores as columns.
+- :mod:`~semshift.features.ensemble`: deep ensembles, several models' stores of the same images
+  (checked row by row) -> one score per image. Needs only the store.
 - :mod:`~semshift.features.corruptions`: ImageNet-C corruptions (covariate shift).
 - :mod:`~semshift.features.ray_executor`: extraction on a Ray cluster (``--executor ray``).
 

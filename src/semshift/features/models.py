@@ -116,6 +116,10 @@ class ModelAdapter:
     def _head_module(self) -> nn.Linear:
         raise NotImplementedError
 
+    def head_module(self) -> nn.Linear:
+        """The linear head module (``weight`` (C, D), ``bias`` (C,)), e.g. to write a new head."""
+        return self._head_module()
+
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(logits (n, C), features (n, D))`` of images x."""
         h = self.features(x)

@@ -792,7 +792,8 @@ class FeatureStore:
             raise InputError(f"{f}: unreadable ({err})") from None
         if len(frame) != len(self):
             raise InputError(
-                f"{f}: {len(frame)} rows but the shards hold {len(self)}; the store is damaged"
+                f"{f}: {len(frame)} rows but the shards hold {len(self)}; the store is damaged "
+                "(semshift store repair)"
             )
         return frame
 
@@ -889,7 +890,7 @@ class FeatureStore:
             if arr.shape != (sh.rows, *tail) or arr.dtype != np.float32:
                 raise InputError(
                     f"{f}: shard array has shape {arr.shape} and dtype {arr.dtype}, meta.json "
-                    f"says {(sh.rows, *tail)} float32; the store is damaged"
+                    f"says {(sh.rows, *tail)} float32; the store is damaged (semshift store repair)"
                 )
         self._mmaps[key] = arr
         return arr
@@ -1298,7 +1299,7 @@ def open_store(path: str | Path, *, _index: pd.DataFrame | None = None) -> Featu
     if sum(s.rows for s in shards) != n_index:
         raise InputError(
             f"{root}: index.parquet has {n_index} rows but the shards hold "
-            f"{sum(s.rows for s in shards)}; the store is damaged"
+            f"{sum(s.rows for s in shards)}; the store is damaged (semshift store repair)"
         )
     skipped_file = root / "skipped.csv"
     skipped = (

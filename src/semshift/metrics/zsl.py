@@ -98,6 +98,7 @@ def gzsl(
     unseen_classes: Sequence[int] | ArrayLike,
     *,
     zsl_pred: ArrayLike | None = None,
+    calibration: float = 0.0,
 ) -> GZSLResult:
     """GZSL accuracies ts, tr and their harmonic mean H, plus ZSL top-1.
 
@@ -118,6 +119,10 @@ def gzsl(
     zsl_pred : array_like of int, shape (n,), optional
         ZSL predictions (over unseen classes) when ``pred`` holds class ids; only its entries
         at unseen-class test images are used.
+    calibration : float, default 0
+        Calibrated stacking (Chao et al.): with a score matrix, ``calibration`` is subtracted
+        from the seen classes' scores before the GZSL argmax (ZSL top-1 is unaffected).
+        Needs a score matrix when non-zero.
 
     Returns
     -------
@@ -133,6 +138,9 @@ def gzsl(
     ----------
     .. [1] Xian et al., "Zero-Shot Learning - A Comprehensive Evaluation of the Good, the Bad
        and the Ugly", TPAMI 2019 (proposed splits; ts, tr, H).
+    .. [2] Chao, W.-L., Changpinyo, S., Gong, B. and Sha, F., "An empirical study and analysis
+       of generalized zero-shot learning for object recognition in the wild", ECCV 2016
+       (calibrated stacking).
 
     Examples
     --------
@@ -160,6 +168,10 @@ def gzsl(
             f"{int((~is_unseen).sum())} seen and {int(is_unseen.sum())} unseen"
         )
     raw = np.asarray(pred)
+    if not np.isfinite(calibration):
+        raise InputError(f"calibration must be a finite number, got {calibration}")
+    if calibration != 0.0 and raw.ndim != 2:
+        raise InputError("calibrated stacking (calibration != 0) needs a score matrix pred")
     zsl: NDArray[np.int64] | None
     if raw.ndim == 2:
         if not np.issubdtype(raw.dtype, np.number) or raw.dtype == np.bool_:
@@ -174,7 +186,8 @@ def gzsl(
         if not np.isfinite(raw).all():
             raise InputError("pred scores contain NaN or inf")
         every = np.concatenate((seen, unseen))
-        p = every[np.argmax(raw[:, every], axis=1)]
+        shift = np.concatenate((np.full(seen.size, float(calibration)), np.zeros(unseen.size)))
+        p = every[np.argmax(raw[:, every] - shift, axis=1)]
         zsl = unseen[np.argmax(raw[:, unseen], axis=1)]
     else:
         p = as_labels(raw, "pred", allow_unknown=True)

@@ -14,7 +14,7 @@ config names (the GZSL predictions CSV) and imports nothing from ``report`` or `
 
 from semshift.protocols.generalisation import generalisation
 from semshift.protocols.graded import graded, level_order
-from semshift.protocols.gzsl import gzsl
+from semshift.protocols.gzsl import gzsl, zsl_results
 from semshift.protocols.newclass import newclass_failure
 from semshift.protocols.operating import operating_point
 from semshift.protocols.osr import osr
@@ -51,4 +51,5 @@ __all__ = [
     "register_protocol",
     "results_frame",
     "sanity",
+    "zsl_results",
 ]

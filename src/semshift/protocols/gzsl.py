@@ -1,21 +1,32 @@
-"""GZSL protocol (Xian et al., proposed splits): ts, tr, H and ZSL top-1 as result rows."""
+"""GZSL protocol (Xian et al., proposed splits): ts, tr, H and ZSL top-1 as result rows.
+
+``gzsl`` (the function and the protocol) evaluates a zero-shot model's predictions;
+:func:`zsl_results` turns fitted zero-shot methods (:func:`semshift.training.zsl.evaluate_zsl`)
+into the same rows, one block per dataset, split version and method; the ``zsl`` protocol
+trains the eight methods of the proposed-splits paper from a ``res101.mat`` /
+``att_splits.mat`` pair inside a run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from pydantic import Field, field_validator
 
 from semshift.errors import InputError
 from semshift.metrics import gzsl as gzsl_metric
 from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
 from semshift.protocols.tidy import error_row, results_frame
 
-__all__ = ["gzsl"]
+if TYPE_CHECKING:
+    from semshift.training.zsl import ZSLOutcome
+
+__all__ = ["gzsl", "zsl_results"]
 
 
 def gzsl(
@@ -26,8 +37,11 @@ def gzsl(
     *,
     zsl_preds: ArrayLike | None = None,
     set_name: str | None = None,
+    detector: str | None = None,
+    split: str | None = None,
+    calibration: float = 0.0,
 ) -> pd.DataFrame:
-    """GZSL accuracies as result rows (protocol ``gzsl``, detector null).
+    """GZSL accuracies as result rows (protocol ``gzsl``; detector, split null unless given).
 
     Computed by :func:`semshift.metrics.gzsl` (per-class top-1 averaged over classes):
     ``ts`` (unseen-class test images, predictions over all classes), ``tr`` (seen-class test
@@ -49,7 +63,14 @@ def gzsl(
     zsl_preds : array_like of int, shape (n,), optional
         Predictions over the unseen classes (used at unseen-class images only).
     set_name : str, optional
-        Value of the ``set`` column.
+        Value of the ``set`` column (the dataset).
+    detector : str, optional
+        Value of the ``detector`` column (the zero-shot method).
+    split : str, optional
+        Value of the ``split`` column (the split version, ``v1`` / ``v2``).
+    calibration : float, default 0
+        Calibrated stacking: subtracted from the seen classes' scores before the GZSL argmax
+        (needs a score matrix; see :func:`semshift.metrics.gzsl`).
 
     Returns
     -------
@@ -75,12 +96,16 @@ def gzsl(
     >>> df[["metric", "value"]].round(4).values.tolist()
     [['ts', 0.5], ['tr', 1.0], ['h', 0.6667], ['zsl_top1', 1.0]]
     """
-    r = gzsl_metric(preds, labels, seen_classes, unseen_classes, zsl_pred=zsl_preds)
+    r = gzsl_metric(
+        preds, labels, seen_classes, unseen_classes, zsl_pred=zsl_preds, calibration=calibration
+    )
     y = np.asarray(labels)
     n_unseen = int(np.isin(y, np.asarray(unseen_classes)).sum())
     base: dict[str, Any] = {
         "protocol": "gzsl",
         "set": set_name,
+        "split": split,
+        "detector": detector,
         "n_id": y.size - n_unseen,
         "n_ood": n_unseen,
     }
@@ -143,3 +168,83 @@ def read_gzsl_predictions(
 def _run_gzsl(inputs: ProtocolInputs, config: GzslConfig) -> pd.DataFrame:
     labels, preds, seen, unseen = read_gzsl_predictions(config.predictions)
     return gzsl(labels, preds, seen, unseen)
+
+
+def zsl_results(outcomes: Sequence[ZSLOutcome], *, calibration: float = 0.0) -> pd.DataFrame:
+    """The ``gzsl`` rows of fitted zero-shot methods: ts, tr, H and ZSL top-1 per outcome.
+
+    Each outcome's score matrix (test_seen and test_unseen images against every class) gives
+    all four values (:func:`gzsl`); rows carry ``set`` = dataset, ``split`` = split version,
+    ``detector`` = method. The paper's Table 1 is ``zsl_top1`` by method, dataset and split
+    version; Table 2 is ts / tr / H on V2 (:func:`semshift.report.zsl_table`,
+    :func:`semshift.report.gzsl_table`).
+
+    Parameters
+    ----------
+    outcomes : sequence of ZSLOutcome
+        From :func:`semshift.training.zsl.evaluate_zsl`.
+    calibration : float, default 0
+        Calibrated stacking constant for the GZSL predictions.
+    """
+    frames = [
+        gzsl(
+            o.labels,
+            o.scores,
+            o.seen,
+            o.unseen,
+            set_name=o.dataset,
+            detector=o.method,
+            split=o.split,
+            calibration=calibration,
+        )
+        for o in outcomes
+    ]
+    return results_frame(r for f in frames for r in f.to_dict("records"))
+
+
+class ZslConfig(ProtocolConfig):
+    """``protocols.zsl``: train and evaluate zero-shot methods on a ``res101.mat`` /
+    ``att_splits.mat`` pair (hyperparameters on the split's val classes).
+
+    ``methods`` defaults to all eight of the proposed-splits paper; ``versions`` to V2 (add
+    ``v1`` for the V1 vs V2 comparison of its Table 1); ``calibration`` is the calibrated
+    stacking constant of the GZSL predictions (0 = plain argmax, the paper's protocol).
+    """
+
+    features: Path
+    splits: Path
+    name: str | None = None
+    methods: list[str] | None = None
+    versions: list[Literal["v1", "v2"]] = Field(default=["v2"], min_length=1)
+    calibration: float = 0.0
+
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, value: list[str] | None) -> list[str] | None:
+        from semshift.training.zsl import get_zsl_method
+
+        if value is not None:
+            for m in value:
+                get_zsl_method(m)
+        return value
+
+
+@register_protocol(
+    "zsl",
+    ZslConfig,
+    "zero-shot methods trained on res101.mat / att_splits.mat: ZSL top-1 (V1 / V2), ts, tr, H "
+    "(Xian et al.)",
+    order=61,
+)
+def _run_zsl(inputs: ProtocolInputs, config: ZslConfig) -> pd.DataFrame:
+    from semshift.training.zsl import evaluate_zsl, list_zsl_methods, read_xlsa
+
+    data = read_xlsa(
+        config.features.parent,
+        features=config.features.name,
+        splits=str(config.splits),
+        name=config.name,
+    )
+    methods = config.methods or list_zsl_methods()
+    outcomes = [evaluate_zsl(data, m, split=v) for v in config.versions for m in methods]
+    return zsl_results(outcomes, calibration=config.calibration)

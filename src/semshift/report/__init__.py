@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from semshift.errors import InputError
-from semshift.report._load import RunData, load_run
+from semshift.report._load import RunData, load_run, read_search_table
 from semshift.report.figures import oscr_curve
 from semshift.report.tables import (
     Cell,
@@ -47,6 +47,8 @@ from semshift.report.tables import (
     osr_metrics_table,
     osr_table,
     sanity_table,
+    search_table,
+    zsl_table,
 )
 
 __all__ = [
@@ -68,8 +70,11 @@ __all__ = [
     "oscr_curve",
     "osr_metrics_table",
     "osr_table",
+    "read_search_table",
     "sanity_table",
+    "search_table",
     "write_report",
+    "zsl_table",
 ]
 
 _FORMATS = ("html", "md")

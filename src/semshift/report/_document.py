@@ -284,6 +284,8 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
 
     if "gzsl" in present:
         sec = Section("gzsl", "Generalised zero-shot learning")
+        if (res.loc[res["protocol"] == "gzsl", "split"].notna()).any():
+            sec.blocks.append(T.zsl_table(res))  # methods of the zsl protocol: Table 1 first
         sec.blocks.append(T.gzsl_table(res))
         sections.append(sec)
 
@@ -303,6 +305,9 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
             )
         if sec.blocks:
             sections.append(sec)
+
+    if run.search is not None and not run.search.empty:
+        sections.append(_search_section(run, figs))
 
     errors = _errors(run)
     not_evaluated = _not_evaluated(run)
@@ -427,6 +432,58 @@ def _fit_galleries(
                 path.write_bytes(t.data)
                 written[path] = None
     return list(written)
+
+
+def _search_section(run: RunData, figs: _Figures) -> Section:
+    """The chosen hyperparameters and the sensitivity curves of a search (search.csv)."""
+    assert run.search is not None
+    notes = (run.provenance.get("notes") or {}).get("search") or {}
+    defaults = notes.get("default_value") if isinstance(notes, dict) else None
+    val_ood = notes.get("val_ood") if isinstance(notes, dict) else None
+    sec = Section("search", "Hyperparameter search")
+    sec.blocks.append(
+        figs.timed(
+            "tables",
+            lambda: T.search_table(
+                run.search,
+                defaults=defaults if isinstance(defaults, dict) else None,
+                val_ood=str(val_ood) if val_ood else None,
+            ),
+        )
+    )
+    skipped = notes.get("not_searched") if isinstance(notes, dict) else None
+    if isinstance(skipped, dict) and skipped:
+        sec.blocks.append(
+            Paragraph("Not searched:", tuple(f"{k}: {v}" for k, v in skipped.items()))
+        )
+    leak = notes.get("leak_check") if isinstance(notes, dict) else None
+    if isinstance(leak, dict) and leak:
+        sec.blocks.append(
+            Paragraph(
+                f"Leak check passed: {leak.get('val_classes', '?')} validation OOD class(es) "
+                f"against {leak.get('test_classes', '?')} test OOD class(es) of "
+                f"{', '.join(map(str, leak.get('test_sets') or [])) or 'no set'}: no shared "
+                f"class id, and in {leak.get('taxonomy', 'the taxonomy')} no shared node, "
+                f"ancestor or descendant ({leak.get('val_classes_in_taxonomy', 0)} validation "
+                f"and {leak.get('test_classes_in_taxonomy', 0)} test classes found there)."
+            )
+        )
+    sens = run.search_sensitivity
+    if sens is not None:
+        pages = figs.timed("search", lambda: F.search_sensitivity_figures(sens))
+        for k, fig in enumerate(pages):
+            _add(
+                sec,
+                figs.save(
+                    "search_sensitivity" + ("" if k == 0 else f"_{k + 1}"),
+                    fig,
+                    "Objective vs candidate per searched hyperparameter",
+                    "The search objective on the validation sets against each candidate, the "
+                    "other hyperparameters at their chosen values; red: chosen, grey cross: "
+                    "the combination failed. Tidy values: search_sensitivity.csv.",
+                ),
+            )
+    return sec
 
 
 def _safe(name: str) -> str:

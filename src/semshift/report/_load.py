@@ -1,7 +1,8 @@
 """Read a run's output directory (docs/design/run.md): the tidy results, provenance and scores.
 
 The report reads only what ``semshift run`` writes: ``results.parquet`` (or ``results.csv``),
-``results.json``, ``scores/<set>.parquet`` and ``sanity/seed<k>/<set>.parquet``.
+``results.json``, ``scores/<set>.parquet``, ``sanity/seed<k>/<set>.parquet`` and, after a
+hyperparameter search, ``search.csv`` and ``search_sensitivity.csv``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "level_sort_key",
     "load_run",
     "ordered_unique",
+    "read_search_table",
 ]
 
 #: Protocol names of the contract, in the order the report shows them.
@@ -152,6 +154,10 @@ class RunData:
         ``scores/<set>.parquet`` by set name (``id_test`` included), sorted by name.
     sanity_files : dict of str to dict of str to Path
         ``sanity/seed<k>/<set>.parquet`` by seed folder name, then set name.
+    search, search_sensitivity : DataFrame or None
+        ``search.csv`` (every combination a hyperparameter search tried) and
+        ``search_sensitivity.csv`` (the objective per candidate, the other hyperparameters at
+        their chosen values); None without a search.
     """
 
     root: Path
@@ -159,6 +165,8 @@ class RunData:
     provenance: dict[str, Any] = field(default_factory=dict)
     score_files: dict[str, Path] = field(default_factory=dict)
     sanity_files: dict[str, dict[str, Path]] = field(default_factory=dict)
+    search: pd.DataFrame | None = None
+    search_sensitivity: pd.DataFrame | None = None
 
     def protocols(self) -> list[str]:
         """The protocols present in the results, in the report's order."""
@@ -233,7 +241,34 @@ def load_run(output_dir: str | os.PathLike[str]) -> RunData:
         files = {p.stem: p for p in sorted(seed_dir.glob("*.parquet"))}
         if files:
             sanity[seed_dir.name] = files
-    return RunData(root, results, provenance, scores, sanity)
+    search = read_search_table(root / "search.csv")
+    sensitivity = read_search_table(root / "search_sensitivity.csv")
+    return RunData(root, results, provenance, scores, sanity, search, sensitivity)
+
+
+def read_search_table(path: Path) -> pd.DataFrame | None:
+    """A search table written by the run (``search.csv`` / ``search_sensitivity.csv``).
+
+    Candidates are kept as the text the run wrote (``None`` and ``NA`` are candidates, not
+    missing values); ``value`` is float (NaN for a failed combination), ``chosen`` boolean and
+    ``error`` str or None. None when the file is absent.
+
+    Raises
+    ------
+    InputError
+        The file lacks the columns every search table has.
+    """
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    need = {"detector", "parameter", "candidate", "objective", "value", "chosen", "error"}
+    missing = sorted(need - set(frame.columns))
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; rewrite it with the run")
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(np.float64)
+    frame["chosen"] = frame["chosen"].str.lower().isin(("true", "1"))
+    frame["error"] = frame["error"].map(lambda e: e or None).astype(object)
+    return frame
 
 
 def level_sort_key(label: str) -> tuple[int, str, float, str]:

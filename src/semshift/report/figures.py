@@ -12,7 +12,10 @@ small multiples (histograms, heatmaps) or rows (sanity, decomposition), never on
 - :func:`oscr_figure`: CCR vs FPR per detector and split, computed from the scores
   (:func:`oscr_curve`);
 - :func:`decomposition_figure`: the AUROC decomposition as grouped bars;
-- :func:`sanity_figure`: AUROC with CI per detector and set against the 0.5 +- delta band.
+- :func:`sanity_figure`: AUROC with CI per detector and set against the 0.5 +- delta band;
+- :func:`search_sensitivity_figures`: a hyperparameter search's objective against each
+  searched hyperparameter (the others at their chosen values), one panel per detector and
+  hyperparameter.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ __all__ = [
     "oscr_figure",
     "sanity_figure",
     "score_histogram_figure",
+    "search_sensitivity_figures",
 ]
 
 #: Most panels in one small-multiples figure; more detectors continue on another figure.
@@ -639,3 +643,60 @@ def sanity_figure(results: pd.DataFrame, delta: float = 0.05) -> Figure | None:
         fontsize=10,
     )
     return fig
+
+
+# ---------------------------------------------------------------------- hyperparameter search
+def search_sensitivity_figures(sensitivity: pd.DataFrame) -> list[Figure]:
+    """Objective vs candidate, one panel per searched (detector, hyperparameter).
+
+    ``sensitivity`` is a run's ``search_sensitivity.csv``
+    (:func:`semshift.protocols.search.sensitivity_frame`): per panel the candidates in the
+    order tried, the other hyperparameters at their chosen values (named under the title).
+    The chosen candidate is the red dot; a candidate that failed (its fit or score raised on
+    the validation data) is a grey cross at the bottom. Empty list when there is nothing.
+    """
+    if sensitivity is None or sensitivity.empty:
+        return []
+    pairs = zip(sensitivity["detector"], sensitivity["parameter"], strict=True)
+    keys = list(dict.fromkeys(pairs))
+    objective = str(sensitivity["objective"].iloc[0])
+    figures = []
+    for start in range(0, len(keys), MAX_PANELS):
+        page = keys[start : start + MAX_PANELS]
+        nrows, ncols = _grid_shape(len(page), max_cols=4)
+        fig, axes = _panels(nrows, ncols, (2.3, 1.4), left=0.6, bottom=0.6, hspace=0.9)
+        for k, ax in enumerate(axes.flat):
+            if k >= len(page):
+                ax.set_axis_off()
+                continue
+            det, param = page[k]
+            part = sensitivity[
+                (sensitivity["detector"] == det) & (sensitivity["parameter"] == param)
+            ]
+            x = np.arange(len(part))
+            y = part["value"].to_numpy(dtype=float)
+            ok = np.isfinite(y)
+            ax.plot(x[ok], y[ok], "-o", color="#1f77b4", markersize=3, linewidth=1.0)
+            chosen = part["chosen"].to_numpy(dtype=bool) & ok
+            ax.plot(x[chosen], y[chosen], "o", color="#c00000", markersize=6, zorder=3)
+            if ok.any():
+                lo, hi = float(y[ok].min()), float(y[ok].max())
+                pad = max(hi - lo, 1e-3) * 0.15
+                ax.set_ylim(lo - 2 * pad, hi + pad)
+                if (~ok).any():
+                    at = np.full(int((~ok).sum()), lo - 1.5 * pad)
+                    ax.plot(x[~ok], at, "x", color="#888888", markersize=5)
+            labels = [str(c) for c in part["candidate"]]
+            ax.set_xticks(x, labels, fontsize=6, rotation=45 if len(labels) > 5 else 0)
+            ax.tick_params(axis="y", labelsize=6, length=2, pad=1)
+            others = str(part["others"].iloc[0]) if len(part) else ""
+            title = f"{det}: {param}" + (f"\n{others}" if others and others != "nan" else "")
+            ax.set_title(title, fontsize=7, pad=2)
+            if k % ncols == 0:
+                ax.set_ylabel(metric_label(objective), fontsize=7)
+        fig.suptitle(
+            f"Hyperparameter sensitivity on validation data ({metric_label(objective)})",
+            fontsize=10,
+        )
+        figures.append(fig)
+    return figures

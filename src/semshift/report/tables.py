@@ -12,7 +12,8 @@ Builders: :func:`osr_table` (SSB Table 1), :func:`osr_metrics_table`,
 (ImageNet-OOD Table 4), :func:`graded_level_table` and :func:`graded_trend_table` (IS-OOD),
 :func:`operating_point_overview_table` and :func:`operating_point_table` (the rejection
 threshold), :func:`sanity_table`, :func:`generalisation_table` (SOOD), :func:`gzsl_table` (GBU)
-and :func:`headline_table` (the one the CLI prints).
+and :func:`headline_table` (the one the CLI prints). :func:`search_table` takes a hyperparameter
+search's ``search.csv`` instead: the values chosen per detector.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -48,6 +49,8 @@ __all__ = [
     "osr_metrics_table",
     "osr_table",
     "sanity_table",
+    "search_table",
+    "zsl_table",
 ]
 
 Direction = Literal["max", "min"]
@@ -1092,8 +1095,16 @@ def generalisation_table(results: ResultsLike) -> Table:
     )
 
 
+def _zsl_method(r: Any) -> str:
+    return str(r.detector) if r.detector is not None else "model"
+
+
 def gzsl_table(results: ResultsLike) -> Table:
     """Generalised zero-shot learning: ts, tr, H and ZSL top-1 (Xian et al.).
+
+    One row per method (``detector``); with several datasets (``set``) the columns are grouped
+    by dataset (the paper's Table 2 layout). Rows of several split versions: the table shows
+    V2, as the paper's Table 2 does.
 
     References
     ----------
@@ -1102,15 +1113,19 @@ def gzsl_table(results: ResultsLike) -> Table:
     res = as_results(results)
     rows = _rows(res, "gzsl")
     _need(rows, "gzsl")
+    versions = [str(v) for v in ordered_unique(rows["split"])]
+    if len(versions) > 1:
+        rows = rows[rows["split"] == ("v2" if "v2" in versions else versions[-1])]
     labels = [str(d) for d in ordered_unique(rows["detector"])] or ["model"]
     present = [m for m in ("ts", "tr", "h", "zsl_top1") if (rows["metric"] == m).any()]
-    lookup: dict[tuple[str, str], Cell] = {}
+    sets = [str(s) for s in ordered_unique(rows["set"])]
+    lookup: dict[tuple[str, str | None, str], Cell] = {}
     for r in rows.itertuples(index=False):
-        lookup.setdefault(
-            (str(r.detector) if r.detector is not None else "model", str(r.metric)), _cell(r)
-        )
-    columns = [Column(metric_label(m)) for m in present]
-    cells = [[lookup.get((lbl, m), _EMPTY) for m in present] for lbl in labels]
+        where = str(r.set) if len(sets) > 1 else None
+        lookup.setdefault((_zsl_method(r), where, str(r.metric)), _cell(r))
+    groups: list[str | None] = list(sets) if len(sets) > 1 else [None]
+    columns = [Column(metric_label(m), group=g) for g in groups for m in present]
+    cells = [[lookup.get((lbl, g, m), _EMPTY) for g in groups for m in present] for lbl in labels]
     return _build(
         "gzsl",
         "Generalised zero-shot learning (GBU)",
@@ -1123,7 +1138,115 @@ def gzsl_table(results: ResultsLike) -> Table:
     )
 
 
+def zsl_table(results: ResultsLike) -> Table:
+    """Zero-shot learning: ZSL top-1 per method, dataset and split version (the paper's
+    Table 1 layout: a column per dataset and version, V1 next to V2).
+
+    References
+    ----------
+    .. [1] Xian et al., "Zero-Shot Learning - A Comprehensive Evaluation of the Good, the Bad
+       and the Ugly", TPAMI 2019 (Proposed Split Version 2.0, Table 1).
+    """
+    res = as_results(results)
+    rows = _rows(res, "gzsl")
+    rows = rows[rows["metric"] == "zsl_top1"]
+    _need(rows, "gzsl ZSL top-1")
+    labels = [str(d) for d in ordered_unique(rows["detector"])] or ["model"]
+    sets: list[str | None] = [str(s) for s in ordered_unique(rows["set"])]
+    versions: list[str | None] = [str(v) for v in sorted(map(str, ordered_unique(rows["split"])))]
+    sets, versions = sets or [None], versions or [None]
+    lookup: dict[tuple[str, str | None, str | None], Cell] = {}
+    for r in rows.itertuples(index=False):
+        where = None if r.set is None else str(r.set)
+        version = None if r.split is None else str(r.split)
+        lookup.setdefault((_zsl_method(r), where, version), _cell(r))
+    columns = [
+        Column(v.upper() if v else "T1", group=s if len(sets) > 1 or s else None)
+        for s in sets
+        for v in versions
+    ]
+    cells = [[lookup.get((lbl, s, v), _EMPTY) for s in sets for v in versions] for lbl in labels]
+    return _build(
+        "zsl",
+        "Zero-shot learning (proposed splits V1 vs V2)",
+        "ZSL top-1 x100: per-class top-1 accuracy on unseen test images over the unseen "
+        "classes; V1 chooses hyperparameters on train / val sets that hold test_seen images, "
+        "V2 on sets without them.",
+        "Method",
+        labels,
+        columns,
+        cells,
+    )
+
+
 # ---------------------------------------------------------------------- headline
+def search_table(
+    trials: pd.DataFrame,
+    *,
+    defaults: Mapping[str, float | None] | None = None,
+    val_ood: str | None = None,
+) -> Table:
+    """The hyperparameters a search chose per detector, and the objective on validation data.
+
+    Parameters
+    ----------
+    trials : DataFrame
+        ``search.csv`` of a run (columns ``detector, trial, parameter, candidate, objective,
+        value, chosen, error``; :func:`semshift.report.read_search_table`).
+    defaults : mapping of str to float, optional
+        Detector -> the objective at its default hyperparameters (a column when given).
+    val_ood : str, optional
+        The validation OOD set, named in the caption.
+
+    Returns
+    -------
+    Table
+        One row per detector, labelled with the chosen values (``knn: k=10``).
+    """
+    if trials.empty:
+        raise InputError("search table: no combination was tried")
+    objective = str(trials["objective"].iloc[0])
+    label = metric_label(objective)
+    rows: list[str] = []
+    cells: list[list[Cell]] = []
+    notes: list[str] = []
+    for det, part in trials.groupby("detector", sort=False):
+        chosen = part[part["chosen"]]
+        pairs = zip(chosen["parameter"], chosen["candidate"], strict=True)
+        values = ", ".join(f"{p}={c}" for p, c in pairs)
+        rows.append(f"{det}: {values}")
+        per_trial = part.drop_duplicates("trial")
+        n = len(per_trial)
+        failed = per_trial[per_trial["error"].notna()]
+        row = [Cell(float(chosen["value"].iloc[0]) if len(chosen) else math.nan)]
+        if defaults is not None:
+            d = defaults.get(str(det))
+            row.append(Cell(math.nan if d is None else float(d)))
+        row += [Cell(float(n)), Cell(float(len(failed)))]
+        cells.append(row)
+        if len(failed):
+            notes.append(
+                f"{det}: {len(failed)} of {n} combinations failed and were not chosen, e.g. "
+                f"{failed['error'].iloc[0]}"
+            )
+    columns = [Column(f"{label} chosen", direction=None)]
+    if defaults is not None:
+        columns.append(Column(f"{label} default", direction=None))
+    columns += [
+        Column("Tried", direction=None, kind="score"),
+        Column("Failed", direction=None, kind="score"),
+    ]
+    on = "the ID validation set vs the validation OOD set" + (f" {val_ood!r}" if val_ood else "")
+    better = "highest" if metric_direction(objective) == "max" else "lowest"
+    what = (
+        f"Hyperparameters chosen on {on} (never on test data): {label} x100 there at the chosen "
+        f"values{' and at the defaults' if defaults is not None else ''}. The {better} value "
+        "wins; a tie goes to the first combination in declared order."
+    )
+    title = "Hyperparameter search"
+    return _build("search", title, what, "Detector: chosen", rows, columns, cells, notes=notes)
+
+
 def headline_table(results: ResultsLike, *, ci: bool = False) -> Table:
     """The table the CLI prints: the OSR table when present, else the first protocol's table.
 

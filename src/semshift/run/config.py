@@ -54,6 +54,8 @@ __all__ = [
     "ProtocolsConfig",
     "ReportConfig",
     "RunConfig",
+    "SearchConfig",
+    "SearchSpec",
     "SetConfig",
     "SourceConfig",
     "SplitConfig",
@@ -214,6 +216,39 @@ else:
     )
 
 
+class SearchSpec(_Strict):
+    """A detector to search, with candidates replacing its declared ``search_space``."""
+
+    name: str
+    #: hyperparameter -> candidates, in the order tried; None: the declared space
+    params: dict[str, list[Any]] | None = None
+
+
+class SearchConfig(_Strict):
+    """The ``search:`` section: hyperparameters chosen on validation data, never on test data
+    (docs/methods.md#hyperparameter-search).
+
+    ``val_ood`` names a set of ``data.sets`` (role ``ood``) that is used for the search only
+    and never evaluated; its classes must be unrelated to every test OOD class (same id, and
+    in the taxonomy the same node, an ancestor or a descendant, are errors). The ID side is
+    ``data.id_val``, which the search requires.
+    """
+
+    val_ood: str
+    #: ``all``: every detector of the run with a search space (model-level ones have none);
+    #: or a list of names / {name, params: {hyperparameter: [candidates]}}
+    detectors: Literal["all"] | list[str | SearchSpec] = "all"
+    #: a ranking metric of (scores, is_ood), maximised (minimised when lower is better)
+    objective: str = "auroc"
+    max_combinations: int = Field(default=256, ge=1)
+
+    def specs(self) -> list[SearchSpec]:
+        """The explicit detector list (empty for ``all``, which the search stage resolves)."""
+        if self.detectors == "all":
+            return []
+        return [d if isinstance(d, SearchSpec) else SearchSpec(name=d) for d in self.detectors]
+
+
 class BootstrapConfig(_Strict):
     n_resamples: int = Field(default=1000, ge=0)
     level: float = Field(default=0.95, gt=0.0, lt=1.0)
@@ -243,6 +278,7 @@ class RunConfig(_Strict):
     conventions: Literal["exact", "openood"] = "exact"
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
     report: ReportConfig | None = None
+    search: SearchConfig | None = None
 
     #: where the config came from (for messages); not part of the YAML
     source: str = Field(default="config", exclude=True)
@@ -554,6 +590,8 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         fail("detectors", f"detector(s) {', '.join(dup)} listed twice")
+    if cfg.search is not None:
+        _check_search(cfg, cfg.search, fail)
     metric_lists = [("metrics", cfg.metrics)]
     for name in cfg.protocols.enabled():
         pc = cfg.protocols.get(name)
@@ -578,6 +616,7 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
             or src.covariate_level is not None,
         )
         for name, src in cfg.data.sets.items()
+        if cfg.search is None or name != cfg.search.val_ood  # searched on, never evaluated
     }
     for name in cfg.protocols.enabled():
         pc = cfg.protocols.get(name)
@@ -601,6 +640,63 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                 for need in ("id_train", "id_test"):
                     if need not in paths:
                         fail(f"protocols.{name}.stores.{seed}", f"needs a store for {need!r}")
+
+
+def _check_search(cfg: RunConfig, search: SearchConfig, fail: Any) -> None:
+    """The ``search:`` section against the sets, the detectors and their search spaces."""
+    from semshift.detectors import check_search_space, list_detectors
+    from semshift.errors import SemshiftError
+    from semshift.protocols.search import check_objective, grid
+
+    sets = cfg.data.sets
+    if search.val_ood not in sets:
+        hint = did_you_mean(search.val_ood, list(sets))
+        names = ", ".join(sets) or "none configured"
+        fail("search.val_ood", f"no set named {search.val_ood!r}{hint} (data.sets: {names})")
+    role = sets[search.val_ood].role
+    if role != "ood":
+        fail(
+            "search.val_ood",
+            f"set {search.val_ood!r} has role {role!r}; the validation OOD set needs role: ood",
+        )
+    if cfg.data.id_val is None:
+        fail(
+            "search",
+            "needs data.id_val: ID validation rows the detectors are not fitted on (scoring "
+            "id_train's own rows would favour overfitting values such as knn k=1)",
+        )
+    try:
+        check_objective(search.objective)
+    except SemshiftError as err:
+        fail("search.objective", str(err))
+    run_specs = {s.name: s for s in cfg.detector_specs()}
+    known = list_detectors()
+    seen: set[str] = set()
+    for i, spec in enumerate(search.specs()):
+        at = f"search.detectors[{i}]"
+        if spec.name not in known:
+            fail(at, f"unknown detector {spec.name!r}{did_you_mean(spec.name, known)}")
+        if spec.name in seen:
+            fail(at, f"detector {spec.name} is listed twice")
+        seen.add(spec.name)
+        if run_specs and spec.name not in run_specs:
+            fail(
+                at,
+                f"{spec.name} is not among the run's detectors ({', '.join(run_specs)}); add "
+                "it to them (detectors: or --detector) or leave it out of the search",
+            )
+        fixed = run_specs[spec.name].params if spec.name in run_specs else {}
+        try:
+            n = len(grid(check_search_space(spec.name, spec.params, fixed=fixed)))
+        except SemshiftError as err:
+            fail(at, str(err))
+            return
+        if n > search.max_combinations:
+            fail(
+                at,
+                f"{spec.name}: {n} combinations exceed search.max_combinations = "
+                f"{search.max_combinations}; give fewer candidates or raise the limit",
+            )
 
 
 def _check_layout(path: str, layout: LayoutConfig, fail: Any, exists: Any) -> None:

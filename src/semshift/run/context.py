@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STAGES", "Log", "RunContext", "Source", "StageRecord", "World", "one_line"]
 
-#: The stages, in order.
-STAGES = ("split", "extract", "score", "evaluate", "report")
+#: The stages, in order (``search`` runs only when the config has a ``search:`` section).
+STAGES = ("split", "extract", "search", "score", "evaluate", "report")
 
 Role = Literal["id_train", "id_val", "id_test", "ood", "covariate"]
 #: JSON-able values of a stage record's cache keys.

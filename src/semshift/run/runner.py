@@ -1,4 +1,4 @@
-"""``semshift run``: the stages split, extract, score, evaluate, report, in order.
+"""``semshift run``: the stages split, extract, search, score, evaluate, report, in order.
 
 :func:`run` takes a configuration (:mod:`semshift.run.config`) and writes the output directory
 described in ``docs/design/run.md``. Each stage lives in its own module and caches what it
@@ -30,6 +30,7 @@ from semshift.run.evaluate import run_evaluate
 from semshift.run.extract import ExtractStage, run_extract
 from semshift.run.report import run_report
 from semshift.run.score import run_score
+from semshift.run.search import run_search
 from semshift.run.split import run_split
 
 __all__ = ["RunResult", "run"]
@@ -134,7 +135,7 @@ def run(
     base_dir: str | Path | None = None,
     wait: bool = True,
 ) -> RunResult:
-    """Run a benchmark configuration: split, extract, score, evaluate, report.
+    """Run a benchmark configuration: split, extract, search, score, evaluate, report.
 
     Parameters
     ----------
@@ -189,7 +190,8 @@ def _run_locked(cfg: RunConfig, *, progress: bool, force: bool) -> RunResult:
     try:
         splits = run_split(ctx)
         extracted = run_extract(ctx, splits)
-        scored = run_score(ctx, extracted)
+        searched = run_search(ctx, extracted)  # nothing without a search: section
+        scored = run_score(ctx, extracted, searched.chosen)
         evaluated = run_evaluate(ctx, scored)
         write_json()
         report = run_report(ctx, evaluated, write_json)

@@ -29,7 +29,15 @@ from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext, Source, World, one_line
 from semshift.run.extract import ExtractStage, model_level_detectors
 
-__all__ = ["BLOCK_ROWS", "INFO_VERSION", "ScoreStage", "ScoredWorld", "run_score"]
+__all__ = [
+    "BLOCK_ROWS",
+    "INFO_VERSION",
+    "ScoreStage",
+    "ScoredWorld",
+    "class_ids",
+    "detectors_for",
+    "run_score",
+]
 
 #: Rows per block when scoring a set (bounds memory for ImageNet-scale sets); the
 #: environment variable ``SEMSHIFT_BLOCK_ROWS`` overrides it.
@@ -95,10 +103,12 @@ class ScoreStage:
         return [self.main, *self.random.values()]
 
 
-def _detectors_for(
-    ctx: RunContext, world: World
-) -> tuple[list[tuple[str, Params]], dict[str, str]]:
-    """The (name, params) list to run in ``world`` and why some of 'all' were left out."""
+def detectors_for(ctx: RunContext, world: World) -> tuple[list[tuple[str, Params]], dict[str, str]]:
+    """The (name, params) list to run in ``world`` and why some of 'all' were left out.
+
+    The params are the configured ones; the search stage's chosen values are applied on top
+    by :func:`run_score`.
+    """
     from semshift import detectors as D
 
     left_out: dict[str, str] = {}
@@ -159,10 +169,13 @@ def _detectors_for(
 class _WorldScorer:
     """Fits and scores every detector of one world, through the cache."""
 
-    def __init__(self, ctx: RunContext, world: World) -> None:
+    def __init__(
+        self, ctx: RunContext, world: World, chosen: Mapping[str, Mapping[str, Any]]
+    ) -> None:
         self.ctx = ctx
         self.cache = ctx.cache
         self.world = world
+        self.chosen = chosen
         self.model_level = set(model_level_detectors())
         self.errors: dict[str, dict[str, str]] = {s.name: {} for s in world.scored}
 
@@ -225,7 +238,9 @@ class _WorldScorer:
         from semshift import detectors as D
 
         ctx, world = self.ctx, self.world
-        dets, left_out = _detectors_for(ctx, world)
+        dets, left_out = detectors_for(ctx, world)
+        # values chosen by the search stage (part of each fit key through get_params)
+        dets = [(n, {**p, **self.chosen.get(n, {})}) for n, p in dets]
         if world.tag == "main" and left_out:
             ctx.notes["detectors_left_out"] = left_out
             if ctx.cfg.detectors != "all":  # asked for by name: say once why it did not run
@@ -512,7 +527,7 @@ def set_info(s: Source, preds: NDArray[np.int64]) -> dict[str, np.ndarray]:
                 )
             _strings([level_str(v) for v in idx[col].tolist()], f"row_{axis}", info)
     info["path"] = absolute_paths(s.meta(), index["path"].astype(str).tolist())
-    _strings(_class_ids(s, labels, index), "class_id", info)
+    _strings(class_ids(s, labels, index), "class_id", info)
     return info
 
 
@@ -527,7 +542,7 @@ def absolute_paths(meta: Mapping[str, Any], names: list[str]) -> np.ndarray:
     return np.asarray([n if os.path.isabs(n) else str(base / n) for n in names], dtype=str)
 
 
-def _class_ids(s: Source, labels: NDArray[np.int64], index: pd.DataFrame) -> list[str | None]:
+def class_ids(s: Source, labels: NDArray[np.int64], index: pd.DataFrame) -> list[str | None]:
     """Each row's class id: the store's ``class_id`` column, else the class list id of its
     label, else (unknown rows of a class-folder tree) the name of the image's folder."""
     if "class_id" in index.columns:
@@ -570,10 +585,19 @@ def level_table(s: Source, table: Path) -> pd.DataFrame:
     return frame.iloc[np.argsort(rows)].reset_index(drop=True)
 
 
-def run_score(ctx: RunContext, extracted: ExtractStage) -> ScoreStage:
-    """Fit and score every detector in the main world and each random-model world."""
+def run_score(
+    ctx: RunContext,
+    extracted: ExtractStage,
+    chosen: Mapping[str, Mapping[str, Any]] | None = None,
+) -> ScoreStage:
+    """Fit and score every detector in the main world and each random-model world.
+
+    ``chosen`` holds the hyperparameters the search stage chose per detector (they replace
+    the configured values in every world).
+    """
+    chosen = chosen or {}
     with ctx.stage("score") as rec:
-        result = ScoreStage(_WorldScorer(ctx, extracted.main).run(rec))
+        result = ScoreStage(_WorldScorer(ctx, extracted.main, chosen).run(rec))
         for seed, world in extracted.random_worlds.items():
-            result.random[seed] = _WorldScorer(ctx, world).run(rec)
+            result.random[seed] = _WorldScorer(ctx, world, chosen).run(rec)
     return result

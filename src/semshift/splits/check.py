@@ -1,5 +1,9 @@
 """The split leak checker: class and image overlaps that make a benchmark number wrong.
 
+:func:`check_split` checks a split manifest; :func:`check_class_disjoint` checks that the
+classes of validation sets (the OOD set a hyperparameter search selects on) are unrelated to
+every test class: no shared id and, with a taxonomy, no shared node, ancestor or descendant.
+
 For any manifest it checks:
 
 ``class_overlap``
@@ -24,9 +28,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,7 +41,10 @@ from semshift.errors import InputError
 from semshift.splits.manifest import SplitManifest
 from semshift.textio import read_csv
 
-__all__ = ["LeakReport", "check_split"]
+if TYPE_CHECKING:
+    from semshift.taxonomy import Taxonomy
+
+__all__ = ["CLASS_LEAK_KINDS", "LeakReport", "check_class_disjoint", "check_split"]
 
 COLUMNS = ["kind", "set_a", "set_b", "item", "detail"]
 
@@ -189,4 +198,105 @@ def check_split(
                     )
         checked["images"] = len(frame)
         checked["image_sets"] = int(frame["set"].nunique())
+    return LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=checked)
+
+
+#: The kinds of :func:`check_class_disjoint` violations, from the most direct.
+CLASS_LEAK_KINDS = ("class_overlap", "same_node", "test_ancestor", "test_descendant")
+
+
+def check_class_disjoint(
+    val: Mapping[str, Iterable[str]],
+    test: Mapping[str, Iterable[str]],
+    taxonomy: Taxonomy | None = None,
+) -> LeakReport:
+    """Check that validation classes are unrelated to every test class.
+
+    A violation (one row each, ``set_a`` the validation set, ``set_b`` the test set, ``item``
+    the validation class) is:
+
+    ``class_overlap``
+        the same class id in both sets;
+    ``same_node``
+        two different ids that name the same taxonomy node (a wnid and its synset name
+        ``dog.n.01``, or a unique lemma);
+    ``test_ancestor``
+        a test class that is an ancestor of a validation class (a hypernym in WordNet: a
+        validation "Chihuahua" with a test "dog");
+    ``test_descendant``
+        a test class that is a descendant of a validation class.
+
+    The taxonomy checks apply to the classes the taxonomy knows (by id, alias or unique
+    name); ``checked`` counts how many of each side it knew.
+
+    Parameters
+    ----------
+    val, test : mapping of str to iterable of str
+        Set name -> the class ids of its rows (repeats are fine).
+    taxonomy : Taxonomy, optional
+        WordNet or a custom hierarchy (:func:`semshift.taxonomy.load_taxonomy`); None checks
+        class ids only.
+
+    Returns
+    -------
+    LeakReport
+        ``ok`` when nothing is shared.
+
+    Examples
+    --------
+    >>> from semshift.taxonomy import wordnet
+    >>> report = check_class_disjoint({"val": ["n02085620"]}, {"far": ["n02084071"]}, wordnet())
+    >>> report.violations[["kind", "item"]].values.tolist()
+    [['test_ancestor', 'n02085620']]
+    """
+    val_ids = {name: sorted({str(c) for c in ids}) for name, ids in val.items()}
+    test_ids = {name: sorted({str(c) for c in ids}) for name, ids in test.items()}
+    rows: list[tuple[str, str, str, str, str]] = []
+    for vs, vids in val_ids.items():
+        for ts, tids in test_ids.items():
+            for cls in sorted(set(vids) & set(tids)):
+                rows.append(("class_overlap", vs, ts, cls, f"class {cls} is in both sets"))
+    checked = {
+        "val_classes": len({c for ids in val_ids.values() for c in ids}),
+        "test_classes": len({c for ids in test_ids.values() for c in ids}),
+    }
+    if taxonomy is not None:
+        tax = taxonomy
+
+        def nodes(sets: Mapping[str, list[str]]) -> dict[str, int]:
+            known = {c for ids in sets.values() for c in ids if c in tax}
+            return {c: tax.index(c) for c in sorted(known)}
+
+        val_nodes, test_nodes = nodes(val_ids), nodes(test_ids)
+        checked["val_classes_in_taxonomy"] = len(val_nodes)
+        checked["test_classes_in_taxonomy"] = len(test_nodes)
+        every = {**val_nodes, **test_nodes}
+        anc = {c: set(tax.indices(tax.ancestors(i, include_self=True))) for c, i in every.items()}
+
+        def name(c: str) -> str:
+            label = tax.label(c)
+            return f"{c} ({label})" if label != c else c
+
+        for vs, vids in val_ids.items():
+            for ts, tids in test_ids.items():
+                for v in vids:
+                    if v not in val_nodes:
+                        continue
+                    rv = val_nodes[v]
+                    for t in tids:
+                        if t not in test_nodes or t == v:
+                            continue
+                        rt = test_nodes[t]
+                        if rt == rv:
+                            kind, how = "same_node", f"is the same {tax.name} node as"
+                        elif rt in anc[v]:
+                            kind, how = "test_ancestor", f"is an ancestor in {tax.name} of"
+                        elif rv in anc[t]:
+                            kind, how = "test_descendant", f"is a descendant in {tax.name} of"
+                        else:
+                            continue
+                        detail = f"test class {name(t)} {how} validation class {name(v)}"
+                        rows.append((kind, vs, ts, v, detail))
+    order = {k: i for i, k in enumerate(CLASS_LEAK_KINDS)}
+    rows.sort(key=lambda r: (order[r[0]], r[1], r[2], r[3], r[4]))
     return LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=checked)

@@ -1,0 +1,193 @@
+"""Training checkpoints: one safetensors file of every tensor, its JSON beside it.
+
+``checkpoint.safetensors`` holds the model (``model.<key>``), the method's own parameters
+(``method.<key>``), the optimiser's state tensors (``optim.<param>.<name>``, and
+``xoptim.<optimiser>.<param>.<name>`` for the method's own optimisers, e.g. ARPL+CS's), the
+RNG states (``rng.cpu``, ``rng.cuda``) and, in the file's metadata under ``semshift``, the JSON
+of everything else: the full training configuration, the seed, the last finished epoch, the
+per-epoch metrics, the optimiser's hyperparameters and non-tensor state, the schedule's and
+the gradient scaler's state, and the library versions. ``checkpoint.json`` is a readable copy of
+that JSON; the safetensors file is the one resuming reads (one atomic replace writes it, so a
+killed run leaves either the previous checkpoint or the new one, never half of one).
+
+``model.safetensors`` (written at the end) is the model's plain state dict: it loads with
+:func:`semshift.features.models.load_model` (``--weights`` of ``semshift extract``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from semshift.errors import InputError
+
+__all__ = [
+    "CHECKPOINT",
+    "MODEL_FILE",
+    "Checkpoint",
+    "read_checkpoint",
+    "save_model",
+    "versions",
+    "write_checkpoint",
+    "write_json",
+]
+
+CHECKPOINT = "checkpoint.safetensors"
+MODEL_FILE = "model.safetensors"
+_META_KEY = "semshift"
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the libraries that determine the weights."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("semshift", "torch", "torchvision", "numpy", "safetensors", "timm"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a temporary file in the same folder, then one rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _save_tensors(path: Path, tensors: Mapping[str, Tensor], meta: dict[str, str]) -> None:
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    plain = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+    save_file(plain, str(tmp), metadata=meta)
+    os.replace(tmp, path)
+
+
+def save_model(path: Path, state: Mapping[str, Tensor]) -> None:
+    """Write a model state dict as safetensors, atomically."""
+    _save_tensors(path, state, {"format": "pt"})
+
+
+def _split_optimizer(state: Mapping[str, Any]) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """An optimiser ``state_dict`` -> (tensors by flat key, the JSON-able rest)."""
+    tensors: dict[str, Tensor] = {}
+    rest: dict[str, Any] = {"param_groups": state["param_groups"], "state": {}}
+    for pid, values in state["state"].items():
+        plain: dict[str, Any] = {}
+        for name, value in values.items():
+            if isinstance(value, Tensor):
+                tensors[f"optim.{pid}.{name}"] = value
+            else:
+                plain[name] = value
+        rest["state"][str(pid)] = plain
+    return tensors, rest
+
+
+def _join_optimizer(tensors: Mapping[str, Tensor], rest: Mapping[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {int(pid): dict(v) for pid, v in rest["state"].items()}
+    for key, value in tensors.items():
+        pid, name = key.rsplit(".", 2)[-2:]  # state names (exp_avg, step, ...) hold no dot
+        state.setdefault(int(pid), {})[name] = value
+    return {"state": state, "param_groups": rest["param_groups"]}
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint as read back.
+
+    Attributes
+    ----------
+    model, method : dict of str to Tensor
+        State dicts of the model and of the method's own parameters.
+    optimizer : dict
+        The optimiser's ``state_dict``.
+    rng : dict of str to Tensor
+        ``cpu`` (and ``cuda``) generator states.
+    meta : dict
+        ``config``, ``epoch``, ``history``, ``scheduler``, ``scaler``, ``versions``, ...
+    extra_optimizers : dict of str to dict
+        ``state_dict`` of each optimiser the method steps itself, by name.
+    """
+
+    model: dict[str, Tensor]
+    method: dict[str, Tensor]
+    optimizer: dict[str, Any]
+    rng: dict[str, Tensor]
+    meta: dict[str, Any]
+    extra_optimizers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def write_checkpoint(
+    folder: Path,
+    *,
+    model: Mapping[str, Tensor],
+    method: Mapping[str, Tensor],
+    optimizer: Mapping[str, Any],
+    rng: Mapping[str, Tensor],
+    meta: Mapping[str, Any],
+    extra_optimizers: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Path:
+    """Write ``checkpoint.safetensors`` then its ``checkpoint.json`` copy; the former's path."""
+    optim_tensors, optim_rest = _split_optimizer(optimizer)
+    tensors = {f"model.{k}": v for k, v in model.items()}
+    tensors |= {f"method.{k}": v for k, v in method.items()}
+    tensors |= optim_tensors
+    tensors |= {f"rng.{k}": v for k, v in rng.items()}
+    full = {**meta, "optimizer": optim_rest}
+    if extra_optimizers:
+        full["extra_optimizers"] = {}
+        for name, state in extra_optimizers.items():
+            if "." in name:
+                raise ValueError(f"optimiser name {name!r} must not contain '.'")
+            xt, xrest = _split_optimizer(state)
+            tensors |= {f"xoptim.{name}.{k[len('optim.') :]}": v for k, v in xt.items()}
+            full["extra_optimizers"][name] = xrest
+    path = folder / CHECKPOINT
+    _save_tensors(path, tensors, {_META_KEY: json.dumps(full, sort_keys=True)})
+    write_json(folder / "checkpoint.json", full)
+    return path
+
+
+def read_checkpoint(path: Path) -> Checkpoint:
+    """Read a checkpoint written by :func:`write_checkpoint`.
+
+    Raises
+    ------
+    InputError
+        The file is unreadable or not a semshift training checkpoint.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta_text = (fh.metadata() or {}).get(_META_KEY)
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    except (SafetensorError, OSError) as err:
+        raise InputError(f"checkpoint {path}: unreadable ({err})") from None
+    if meta_text is None:
+        raise InputError(f"checkpoint {path}: not a semshift training checkpoint (no metadata)")
+    meta = json.loads(meta_text)
+    parts: dict[str, dict[str, Tensor]] = {"model": {}, "method": {}, "optim": {}, "rng": {}}
+    extra_rest: dict[str, Any] = meta.pop("extra_optimizers", {})
+    extra_tensors: dict[str, dict[str, Tensor]] = {name: {} for name in extra_rest}
+    for key, value in tensors.items():
+        kind, _, rest = key.partition(".")
+        if kind == "xoptim" and rest.split(".", 1)[0] in extra_tensors:
+            extra_tensors[rest.split(".", 1)[0]][key] = value
+            continue
+        if kind not in parts:
+            raise InputError(f"checkpoint {path}: unexpected tensor {key!r}")
+        parts[kind][key if kind == "optim" else rest] = value
+    optimizer = _join_optimizer(parts["optim"], meta.pop("optimizer"))
+    extra = {n: _join_optimizer(extra_tensors[n], r) for n, r in extra_rest.items()}
+    return Checkpoint(parts["model"], parts["method"], optimizer, parts["rng"], meta, extra)

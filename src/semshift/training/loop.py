@@ -1,0 +1,669 @@
+"""The training loop: one device (CUDA with float16 autocast when present, else the CPU).
+
+:func:`train` trains a registry model with a registered method (:mod:`.methods`) and the
+recipe (:class:`.recipe.Recipe`) on an image source, writing into the output folder:
+
+- ``train.json``: the resolved configuration (defaults filled in) and the library versions,
+  written before the first step; a later call on the same folder must give the same
+  configuration;
+- ``checkpoint.safetensors`` and ``checkpoint.json`` after every epoch (:mod:`.checkpoint`);
+- ``metrics.csv``: one row per epoch (loss, accuracy, learning rate, images/s, seconds);
+- ``model.safetensors`` at the end: the model's weights, for ``semshift extract --weights``.
+
+A run killed at any point and started again with ``resume=True`` continues from its last
+checkpoint and ends with the same weights, bit for bit on the CPU, as an uninterrupted run: the
+batch order and each image's augmentation are functions of ``(seed, epoch, index)``
+(:mod:`.images`), and the checkpoint holds the model, the optimiser, the schedule, the gradient
+scaler and the global RNG state. On the CPU, ``torch.use_deterministic_algorithms`` is on while
+training.
+
+Data parallelism (:mod:`.distributed`): under ``torchrun`` (``WORLD_SIZE`` > 1 in the
+environment), or with ``nproc`` > 1 (the processes are started here), each process takes its
+slice of every global batch, DistributedDataParallel averages the gradients and BatchNorm
+normalises over the global batch; only rank 0 writes the output folder. The files are those of
+a one-process run, whose per-epoch losses the run matches within floating-point tolerance.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from semshift.errors import InputError
+from semshift.features.data import ImageSource, open_source
+from semshift.features.extract import resolve_device
+from semshift.features.models import ModelAdapter, load_model
+from semshift.training.checkpoint import (
+    CHECKPOINT,
+    MODEL_FILE,
+    Checkpoint,
+    read_checkpoint,
+    save_model,
+    versions,
+    write_checkpoint,
+    write_json,
+)
+from semshift.training.distributed import DistEnv, convert_batchnorm, dist_env, launch, shard
+from semshift.training.images import TrainImages, epoch_order
+from semshift.training.methods import TrainingMethod, check_method_params, get_method
+from semshift.training.outliers import check_outlier_classes
+from semshift.training.recipe import TrainConfig
+
+__all__ = ["CONFIG_FILE", "METRICS_FILE", "Prepared", "TrainResult", "resolve_config", "train"]
+
+CONFIG_FILE = "train.json"
+METRICS_FILE = "metrics.csv"
+METRIC_COLUMNS = ("epoch", "loss", "accuracy", "lr", "images_per_s", "seconds")
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` did.
+
+    Attributes
+    ----------
+    out : Path
+        The output folder.
+    model_file : Path
+        ``out/model.safetensors``.
+    config : TrainConfig
+        The resolved configuration.
+    history : list of dict
+        One row per epoch (the columns of ``metrics.csv``), resumed epochs included.
+    start_epoch : int
+        Epochs already done when this call started (0 unless resumed).
+    device : str
+    seconds : float
+        Wall time of this call.
+    """
+
+    out: Path
+    model_file: Path
+    config: TrainConfig
+    history: list[dict[str, float]]
+    start_epoch: int
+    device: str
+    seconds: float
+
+
+def _as_path_text(value: str | None) -> str | None:
+    """An existing path as an absolute path (a run is then independent of the cwd)."""
+    if value is None:
+        return None
+    p = Path(value)
+    return str(p.resolve()) if p.exists() else value
+
+
+def _open_training_source(config: TrainConfig) -> ImageSource:
+    source = open_source(config.data, config.classes)
+    unlabelled = np.flatnonzero(np.asarray(source.labels) < 0)
+    if len(unlabelled):
+        raise InputError(
+            f"training images {config.data}: {len(unlabelled)} images have no class (e.g. "
+            f"{source.names[int(unlabelled[0])]}); put each image in a class folder or give it "
+            "a label"
+        )
+    return source
+
+
+def _check_head(source: ImageSource, num_classes: int, data: str) -> None:
+    labels = np.asarray(source.labels)
+    if len(labels) and int(labels.max()) >= num_classes:
+        k = int(labels.max())
+        cls = source.classes
+        name = f" ({cls.ids[k]})" if cls is not None and k < len(cls.ids) else ""
+        raise InputError(
+            f"training images {data}: class {k}{name} does not fit a head of {num_classes} "
+            f"classes; give num_classes >= {k + 1} or train on fewer classes"
+        )
+
+
+@dataclass
+class Prepared:
+    """A run ready to start: the resolved configuration, the images and the model.
+
+    Attributes
+    ----------
+    config : TrainConfig
+        Every default filled in, paths absolute.
+    source : ImageSource
+        The training images.
+    outliers : ImageSource or None
+        The auxiliary outlier images (checked against the test splits).
+    adapter : ModelAdapter
+        The model, initialised (seeded) or loaded from ``config.weights``.
+    """
+
+    config: TrainConfig
+    source: ImageSource
+    outliers: ImageSource | None
+    adapter: ModelAdapter
+
+
+def resolve_config(config: TrainConfig) -> Prepared:
+    """The configuration with every default filled in, the training images and the model.
+
+    Everything a user can get wrong is checked here, before the output folder is touched.
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown method, method hyperparameter or model.
+    InputError
+        Bad hyperparameters, unlabelled images, a class outside the head, unusable weights,
+        outliers given to a method that takes none (or missing for one that needs them), an
+        outlier class that is in a test split.
+    """
+    params = check_method_params(config.method, config.method_params)
+    uses_outliers = get_method(config.method, **params).uses_outliers
+    if uses_outliers and config.outliers is None:
+        raise InputError(f"training method {config.method} needs auxiliary outlier images")
+    if not uses_outliers and config.outliers is not None:
+        raise InputError(f"training method {config.method} takes no outlier images")
+    source = _open_training_source(config)
+    if config.test_splits and config.outliers is None:
+        raise InputError("test splits are checked only against outlier images; give them too")
+    outliers = None
+    if config.outliers is not None:
+        outliers = open_source(config.outliers)
+        check_outlier_classes(outliers, config.test_splits, config.outliers)
+    if config.num_classes is not None:
+        num_classes = int(config.num_classes)
+    elif source.classes is not None:
+        num_classes = len(source.classes)
+    else:
+        num_classes = int(np.asarray(source.labels).max()) + 1
+    _check_head(source, num_classes, config.data)
+    adapter = load_model(
+        config.model,
+        weights=config.weights,
+        random_init=config.weights is None,
+        seed=config.seed,
+        num_classes=num_classes,
+        **config.model_kwargs,
+    )
+    size = int(adapter.input_size)
+    preset = config.preset or ("imagenet" if size == 224 else f"resize{size}-crop{size}")
+    resolved = replace(
+        config,
+        data=str(Path(config.data).resolve()),
+        classes=_as_path_text(config.classes),
+        method_params=params,
+        num_classes=num_classes,
+        preset=preset,
+        weights=_as_path_text(config.weights),
+        outliers=_as_path_text(config.outliers),
+        test_splits=[str(_as_path_text(p)) for p in config.test_splits],
+        data_fingerprint=source.fingerprint(),
+    )
+    return Prepared(resolved, source, outliers, adapter)
+
+
+def _prepare_out(out: Path, config: TrainConfig, resume: bool) -> bool:
+    """Check the output folder against ``config``; True when a checkpoint is to be resumed.
+
+    Raises
+    ------
+    InputError
+        The folder holds another run's configuration, or a run of this one and ``resume`` is
+        off, or files that are not a training run's.
+    """
+    cfg_file = out / CONFIG_FILE
+    if cfg_file.is_file():
+        import json
+
+        stored = json.loads(cfg_file.read_text(encoding="utf-8")).get("config", {})
+        now = config.to_dict()
+        diff = sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
+        if diff:
+            raise InputError(
+                f"output folder {out} holds a training run of another configuration (differs "
+                f"in {', '.join(diff)}); choose another --out"
+            )
+        if (out / CHECKPOINT).is_file() and not resume:
+            raise InputError(
+                f"output folder {out} holds this run's checkpoint; pass --resume to continue "
+                "it, or choose another --out"
+            )
+        return (out / CHECKPOINT).is_file()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"output folder {out} exists and is not a training run; choose another")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(cfg_file, {"config": config.to_dict(), "versions": versions()})
+    return False
+
+
+def _batches(order: list[int], size: int) -> list[list[int]]:
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def _loader(ds: TrainImages, batches: list[list[int]], workers: int, pin: bool) -> Any:
+    from torch.utils.data import DataLoader
+
+    dataset: Any = ds  # a map-style dataset (__getitem__, __len__)
+    return DataLoader(dataset, batch_sampler=batches, num_workers=workers, pin_memory=pin)
+
+
+def _cycle(
+    ds: TrainImages, size: int, seed: int, epoch: int, workers: int, pin: bool, env: DistEnv
+) -> Iterator:
+    """Outlier batches without end: a new shuffled pass (``epoch`` salted) when one runs out;
+    each process takes its slice of every batch."""
+    k = 0
+    while True:
+        ds.set_epoch(epoch * 1000 + k)
+        order = epoch_order(len(ds), seed + 7919, epoch * 1000 + k)
+        batches = [shard(b, env.rank, env.world) for b in _batches(order, size)]
+        yield from _loader(ds, batches, workers, pin)
+        k += 1
+
+
+def _write_metrics(path: Path, history: list[dict[str, float]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=METRIC_COLUMNS)
+        writer.writeheader()
+        writer.writerows(history)
+    tmp.replace(path)
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}  acc {task.fields[acc]:.3f}"),
+        TextColumn("{task.fields[rate]:,.1f} img/s", style="cyan"),
+        TimeRemainingColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def train(
+    config: TrainConfig,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    device: str = "auto",
+    workers: int = 0,
+    amp: bool | None = None,
+    threads: int | None = None,
+    progress: bool = False,
+    nproc: int | None = None,
+) -> TrainResult:
+    """Train ``config.model`` with ``config.method`` and write the run into ``out``.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    out : str or Path
+        Output folder: new or empty, or one this configuration wrote before (``resume``).
+    resume : bool
+        Continue from the folder's last checkpoint (a finished run is only re-exported).
+    device : str
+        ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    workers : int
+        DataLoader worker processes (0 decodes in this process); the weights do not depend on
+        it.
+    amp : bool, optional
+        float16 autocast with a gradient scaler; default on for CUDA, off on the CPU.
+    threads : int, optional
+        ``torch.set_num_threads`` while training (restored afterwards). The CPU weights are
+        bit-identical for the same seed and thread count.
+    progress : bool
+        A progress bar with the running loss, accuracy and throughput.
+    nproc : int, optional
+        Data-parallel processes to start on this machine (gloo on the CPU, NCCL on CUDA with
+        one GPU each); ``threads`` is per process. Under ``torchrun`` leave it out (or give
+        the world size): the environment says where this process sits.
+
+    Returns
+    -------
+    TrainResult
+
+    Raises
+    ------
+    InputError, UnknownNameError
+        See :func:`resolve_config` and the output folder checks; nothing in ``out`` is changed
+        before they pass.
+    """
+    t_start = time.perf_counter()
+    out = Path(out)
+    env = dist_env()
+    if nproc is not None and int(nproc) < 1:
+        raise InputError(f"nproc must be >= 1, got {nproc}")
+    if nproc is not None and env.distributed and int(nproc) != env.world:
+        raise InputError(
+            f"nproc {nproc} given inside a run of {env.world} processes (torchrun); leave it out"
+        )
+    prep = resolve_config(config)
+    resolved = prep.config
+    world = env.world if env.distributed else int(nproc or 1)
+    _check_parallel(resolved, world)
+    if world > 1 and not env.distributed:
+        resolve_device(device)
+        resuming = _prepare_out(out, resolved, resume)
+        start = read_checkpoint(out / CHECKPOINT).meta["epoch"] if resuming else 0
+        launch(world, _spawned, (config, str(out), device, workers, amp, threads))
+        ckpt = read_checkpoint(out / CHECKPOINT)
+        dev_text = str(resolve_device(device))
+        return TrainResult(
+            out, out / MODEL_FILE, resolved, list(ckpt.meta["history"]), int(start),
+            f"{world} x {dev_text}", time.perf_counter() - t_start,
+        )  # fmt: skip
+    dev = resolve_device(device)
+    if env.distributed and dev.type == "cuda":
+        dev = torch.device("cuda", env.local_rank)
+        torch.cuda.set_device(dev)
+    use_amp = dev.type == "cuda" if amp is None else bool(amp)
+    owns_group = env.distributed and not torch.distributed.is_initialized()
+    if owns_group:
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        torch.distributed.init_process_group(backend, rank=env.rank, world_size=env.world)
+    try:
+        resuming = _prepare_out_everywhere(out, resolved, resume, env)
+        return _train_here(
+            resolved, prep, out, dev, use_amp, resuming, workers, threads, progress, t_start, env
+        )
+    finally:
+        if owns_group:
+            torch.distributed.destroy_process_group()
+
+
+def _check_parallel(config: TrainConfig, world: int) -> None:
+    """Refuse a data-parallel run that cannot give every process images of each batch."""
+    if world <= 1:
+        return
+    method = get_method(config.method, **config.method_params)
+    if not type(method).supports_ddp:
+        raise InputError(
+            f"training method {config.method} trains in one process only; leave out --nproc"
+        )
+    bs = config.recipe.batch_size
+    n = len(open_source(config.data, config.classes))
+    last = n % bs or bs
+    if min(bs, n, last) < world:
+        raise InputError(
+            f"{world} processes need at least {world} images in every batch (batch size {bs}, "
+            f"last batch {last} of {n} images); choose another batch size or fewer processes"
+        )
+
+
+def _spawned(
+    config: TrainConfig, out: str, device: str, workers: int, amp: bool | None, threads: int | None
+) -> None:
+    """One process started by :func:`train` with ``nproc`` (the folder is prepared)."""
+    train(config, out, resume=True, device=device, workers=workers, amp=amp, threads=threads)
+
+
+def _prepare_out_everywhere(out: Path, config: TrainConfig, resume: bool, env: DistEnv) -> bool:
+    """:func:`_prepare_out` on rank 0, its answer (or its error) on every rank."""
+    if not env.distributed:
+        return _prepare_out(out, config, resume)
+    answer: list[Any] = [None]
+    if env.is_main:
+        try:
+            answer = [_prepare_out(out, config, resume)]
+        except InputError as err:
+            answer = [str(err)]
+    torch.distributed.broadcast_object_list(answer, src=0)
+    if isinstance(answer[0], str):
+        raise InputError(answer[0])
+    return bool(answer[0])
+
+
+def _train_here(
+    resolved: TrainConfig,
+    prep: Prepared,
+    out: Path,
+    dev: torch.device,
+    use_amp: bool,
+    resuming: bool,
+    workers: int,
+    threads: int | None,
+    progress: bool,
+    t_start: float,
+    env: DistEnv,
+) -> TrainResult:
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.use_deterministic_algorithms(True, warn_only=dev.type != "cpu")
+            torch.manual_seed(resolved.seed)
+            return _train(
+                resolved, prep.source, prep.outliers, prep.adapter, out, dev, use_amp, resuming,
+                workers, progress and env.is_main, t_start, env,
+            )  # fmt: skip
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+        torch.set_num_threads(old_threads)
+
+
+def _train(
+    config: TrainConfig,
+    source: ImageSource,
+    outliers: ImageSource | None,
+    adapter: ModelAdapter,
+    out: Path,
+    dev: torch.device,
+    use_amp: bool,
+    resuming: bool,
+    workers: int,
+    progress: bool,
+    t_start: float,
+    env: DistEnv,
+) -> TrainResult:
+    recipe = config.recipe
+    assert config.preset is not None and config.num_classes is not None
+    method: TrainingMethod = get_method(config.method, **config.method_params)
+    method.setup(config.num_classes, adapter.feature_dim)
+    adapter.to(dev)
+    method.to(dev)
+    step_fn: Any = method.batch_loss
+    if env.distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        bn_group = torch.distributed.new_group(list(range(env.world)))
+        adapter.module = convert_batchnorm(adapter.module, dev, bn_group)
+        step_fn = DistributedDataParallel(
+            _Step(adapter, method), device_ids=[dev.index] if dev.type == "cuda" else None,
+            forward_sync_buffers=False, static_graph=True,
+        )  # fmt: skip
+    params = list(adapter.module.parameters()) + [
+        p for p in method.parameters() if not any(p is q for q in _own_optimised(method))
+    ]
+    opt = torch.optim.SGD(
+        params, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay
+    )
+    sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(
+        opt, T_0=recipe.cycle_epochs, eta_min=recipe.lr * 1e-3
+    )
+    scaler = torch.amp.GradScaler(dev.type, enabled=use_amp)
+    history: list[dict[str, float]] = []
+    start = 0
+    if resuming:
+        ckpt = read_checkpoint(out / CHECKPOINT)
+        adapter.module.load_state_dict(ckpt.model, strict=True)
+        method.load_state_dict(ckpt.method, strict=True)
+        opt.load_state_dict(ckpt.optimizer)
+        _load_method_optimizers(method, ckpt)
+        sched.load_state_dict(ckpt.meta["scheduler"])
+        scaler.load_state_dict(ckpt.meta["scaler"])
+        torch.set_rng_state(ckpt.rng["cpu"])
+        if "cuda" in ckpt.rng and dev.type == "cuda":
+            torch.cuda.set_rng_state(ckpt.rng["cuda"], dev)
+        start, history = int(ckpt.meta["epoch"]), list(ckpt.meta["history"])
+    mean, std = adapter.mean, adapter.std
+    ds = TrainImages(
+        source, config.preset, mean, std, seed=config.seed,
+        randaugment=(recipe.randaugment_n, recipe.randaugment_m), flip=recipe.flip,
+        padding=recipe.crop_padding,
+    )  # fmt: skip
+    out_ds = None
+    if outliers is not None:
+        out_ds = TrainImages(
+            outliers, config.preset, mean, std, seed=config.seed + 1,
+            randaugment=(recipe.randaugment_n, recipe.randaugment_m), flip=recipe.flip,
+            padding=recipe.crop_padding,
+        )  # fmt: skip
+    ratio = float(getattr(method, "outlier_batch_ratio", 1.0))
+    out_batch = max(1, round(recipe.batch_size * ratio))
+    pin = dev.type == "cuda"
+    n = len(ds)
+    bar = _progress(progress)
+    with bar:
+        for epoch in range(start, recipe.epochs):
+            t0 = time.perf_counter()
+            task = bar.add_task(
+                f"epoch {epoch + 1}/{recipe.epochs}", total=n, loss=0.0, acc=0.0, rate=0.0
+            )
+            adapter.module.train()
+            method.train()
+            ds.set_epoch(epoch)
+            global_batches = _batches(epoch_order(n, config.seed, epoch), recipe.batch_size)
+            batches = [shard(b, env.rank, env.world) for b in global_batches]
+            outlier_iter = (
+                _cycle(out_ds, out_batch, config.seed, epoch, workers, pin, env)
+                if out_ds is not None
+                else None
+            )
+            total_loss = torch.zeros((), dtype=torch.float64, device=dev)
+            correct = torch.zeros((), dtype=torch.int64, device=dev)
+            seen = 0
+            loader = _loader(ds, batches, workers, pin)
+            for (x, y), whole in zip(loader, global_batches, strict=True):
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                xo = None
+                if outlier_iter is not None:
+                    xo = next(outlier_iter)[0].to(dev, non_blocking=True)
+                with torch.autocast(dev.type, dtype=torch.float16, enabled=use_amp):
+                    loss, logits = step_fn(adapter, x, y, xo)
+                # each process's share of the global batch's mean (DDP averages over processes)
+                share = loss * (len(y) * env.world / len(whole)) if env.distributed else loss
+                opt.zero_grad(set_to_none=True)
+                scaler.scale(share).backward()
+                scaler.step(opt)
+                scaler.update()
+                total_loss += loss.detach().double() * len(y)
+                correct += (logits.detach().argmax(1) == y).sum()
+                seen += len(y)
+                if progress:
+                    rate = seen / max(time.perf_counter() - t0, 1e-9)
+                    bar.update(
+                        task, advance=len(y), loss=float(total_loss) / seen,
+                        acc=int(correct) / seen, rate=rate,
+                    )  # fmt: skip
+            if env.distributed:
+                sums = torch.stack([total_loss, correct.double(), total_loss.new_tensor(seen)])
+                torch.distributed.all_reduce(sums)
+                total_loss, correct, seen = sums[0], sums[1].long(), int(sums[2])
+            lr = float(opt.param_groups[0]["lr"])
+            sched.step()
+            seconds = time.perf_counter() - t0
+            history.append(
+                {
+                    "epoch": epoch + 1,
+                    "loss": float(total_loss) / max(seen, 1),
+                    "accuracy": int(correct) / max(seen, 1),
+                    "lr": lr,
+                    "images_per_s": seen / max(seconds, 1e-9),
+                    "seconds": seconds,
+                }
+            )
+            if env.is_main:
+                _save(out, config, adapter, method, opt, sched, scaler, dev, epoch + 1, history)
+                _write_metrics(out / METRICS_FILE, history)
+    method.export(adapter)
+    adapter.module.eval()
+    if env.is_main:
+        save_model(out / MODEL_FILE, adapter.module.state_dict())
+    if env.distributed:
+        torch.distributed.barrier()  # the other ranks return once the files are written
+    return TrainResult(
+        out, out / MODEL_FILE, config, history, start, str(dev) + (" (amp)" if use_amp else ""),
+        time.perf_counter() - t_start,
+    )  # fmt: skip
+
+
+def _save(
+    out: Path,
+    config: TrainConfig,
+    adapter: ModelAdapter,
+    method: TrainingMethod,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    scaler: Any,
+    dev: torch.device,
+    epoch: int,
+    history: list[dict[str, float]],
+) -> None:
+    rng: dict[str, Tensor] = {"cpu": torch.get_rng_state()}
+    extra = {name: o.state_dict() for name, o in method.optimizers().items()}
+    if dev.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(dev)
+    meta = {
+        "config": config.to_dict(),
+        "seed": config.seed,
+        "epoch": epoch,
+        "epochs": config.recipe.epochs,
+        "history": history,
+        "scheduler": sched.state_dict(),
+        "scaler": scaler.state_dict(),
+        "versions": versions(),
+    }
+    write_checkpoint(
+        out, model=adapter.module.state_dict(), method=method.state_dict(),
+        optimizer=opt.state_dict(), rng=rng, meta=meta, extra_optimizers=extra,
+    )  # fmt: skip
+
+
+class _Step(torch.nn.Module):
+    """The model and the method as one module, so DistributedDataParallel sees one forward."""
+
+    def __init__(self, adapter: ModelAdapter, method: TrainingMethod) -> None:
+        super().__init__()
+        self.model, self.method = adapter.module, method
+        self.adapter = adapter
+
+    def forward(
+        self, adapter: ModelAdapter, x: Tensor, y: Tensor, xo: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        return self.method.batch_loss(adapter, x, y, xo)
+
+
+def _own_optimised(method: TrainingMethod) -> list[Tensor]:
+    """Parameters that the method's own optimisers step (kept out of the model's SGD)."""
+    return [p for o in method.optimizers().values() for g in o.param_groups for p in g["params"]]
+
+
+def _load_method_optimizers(method: TrainingMethod, ckpt: Checkpoint) -> None:
+    own = method.optimizers()
+    if sorted(own) != sorted(ckpt.extra_optimizers):
+        raise InputError(
+            f"checkpoint: optimisers {sorted(ckpt.extra_optimizers)} do not match the method's "
+            f"{sorted(own)}; choose another --out"
+        )
+    for name, o in own.items():
+        o.load_state_dict(ckpt.extra_optimizers[name])

@@ -1,0 +1,177 @@
+"""The training recipe (optimiser, schedule, augmentation) and the full training configuration.
+
+:class:`Recipe` holds the knobs every method shares, with the defaults of the SSB recipe
+(Vaze et al., ICLR 2022, fine-grained datasets: SGD with momentum, cosine annealing with two
+warm restarts, RandAugment N = 2, M = 30, batch 32, learning rate 0.001, 600 epochs).
+:class:`TrainConfig` adds the model, the data, the method and the seed; its JSON form
+(:meth:`TrainConfig.to_dict`) is what a checkpoint records and what a resumed run must match.
+
+Departures from the reference code, written here because they change numbers:
+
+- No warm-up epochs before the first cosine cycle (the reference scheduler
+  ``cosine_warm_restarts_warmup`` warms up linearly for 10 epochs).
+- Training crops are the extraction preset's resize followed by a random crop of the preset's
+  crop size with ``crop_padding`` zero pixels, then a horizontal flip (``flip``) and
+  RandAugment; the reference code resizes to the final size first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+from semshift.detectors import Boolean, Constraint, Interval
+from semshift.errors import InputError, unknown_name
+
+__all__ = ["Recipe", "TrainConfig"]
+
+
+def _check(owner: str, constraints: dict[str, list[Constraint]], values: dict[str, Any]) -> None:
+    for key, accepted in constraints.items():
+        value = values[key]
+        if not any(c.is_satisfied_by(value) for c in accepted):
+            words = " or ".join(str(c) for c in accepted)
+            raise InputError(f"{owner}: {key} must be {words}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Optimiser, schedule and augmentation shared by every method.
+
+    Parameters
+    ----------
+    epochs : int
+        Passes over the training images (600).
+    batch_size : int
+        Images per step, over all processes (32).
+    lr : float
+        Initial learning rate of SGD (0.001).
+    momentum : float
+        SGD momentum (0.9).
+    weight_decay : float
+        L2 weight decay of SGD (1e-4).
+    num_restarts : int
+        Warm restarts of the cosine schedule: it runs ``num_restarts + 1`` cycles of
+        ``max(1, epochs // (num_restarts + 1))`` epochs, from ``lr`` down to ``lr * 1e-3``, and
+        is stepped once per epoch (2).
+    randaugment_n, randaugment_m : int
+        RandAugment's number of operations N and magnitude M in [0, 30] (torchvision's
+        ``RandAugment(N, M, num_magnitude_bins=31)``); N = 0 turns it off (2, 30).
+    flip : bool
+        Random horizontal flip (True).
+    crop_padding : int
+        Zero padding of the random crop, in pixels (4).
+    """
+
+    epochs: int = 600
+    batch_size: int = 32
+    lr: float = 0.001
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    num_restarts: int = 2
+    randaugment_n: int = 2
+    randaugment_m: int = 30
+    flip: bool = True
+    crop_padding: int = 4
+
+    _constraints: ClassVar[dict[str, list[Constraint]]] = {
+        "epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "momentum": [Interval(Real, 0, 1, closed="left")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "num_restarts": [Interval(Integral, 0, None, closed="left")],
+        "randaugment_n": [Interval(Integral, 0, None, closed="left")],
+        "randaugment_m": [Interval(Integral, 0, 30, closed="both")],
+        "flip": [Boolean()],
+        "crop_padding": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __post_init__(self) -> None:
+        _check("recipe", self._constraints, asdict(self))
+
+    @property
+    def cycle_epochs(self) -> int:
+        """Epochs of the first cosine cycle (``T_0``)."""
+        return max(1, self.epochs // (self.num_restarts + 1))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recipe:
+        """A recipe from a mapping; unknown keys are an error naming the known ones."""
+        known = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in known:
+                raise unknown_name("recipe option", key, known)
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run's weights.
+
+    Parameters
+    ----------
+    model : str
+        Model registry name (:func:`semshift.features.models.list_models`).
+    data : str
+        Training images: a class-folder tree or a file list.
+    classes : str or None
+        Class list (shipped name or file); default: the sorted class folders.
+    method : str
+        Training method (:func:`semshift.training.methods.list_methods`).
+    method_params : dict
+        Hyperparameters of the method (defaults filled in by :meth:`resolved`).
+    recipe : Recipe
+    seed : int
+        Seeds the initialisation, the batch order, the augmentation and every other draw.
+    num_classes : int or None
+        Head size; default the class list's length.
+    preset : str or None
+        Resize and crop (as extraction's ``resize<R>-crop<C>``); default: the model's input
+        size (``resize<S>-crop<S>``), ``imagenet`` for 224.
+    weights : str or None
+        Initial weights (local file or library name); default a seeded random initialisation.
+    model_kwargs : dict
+        Passed to the model's constructor.
+    outliers : str or None
+        Auxiliary outlier images (Outlier Exposure), a folder or file list.
+    test_splits : list of str
+        Split manifests (``split.json``) of every test set; the outlier classes must be
+        disjoint from all their class sets (:mod:`semshift.training.outliers`).
+    data_fingerprint : str or None
+        :meth:`semshift.features.data.ImageSource.fingerprint` of the training images (filled
+        by the loop), so a resumed run sees the same files.
+    """
+
+    model: str
+    data: str
+    classes: str | None = None
+    method: str = "ce"
+    method_params: dict[str, Any] = field(default_factory=dict)
+    recipe: Recipe = field(default_factory=Recipe)
+    seed: int = 0
+    num_classes: int | None = None
+    preset: str | None = None
+    weights: str | None = None
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    outliers: str | None = None
+    test_splits: list[str] = field(default_factory=list)
+    data_fingerprint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain JSON values."""
+        out = asdict(self)
+        out["recipe"] = asdict(self.recipe)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """The inverse of :meth:`to_dict`; unknown keys are an error naming the known ones."""
+        known = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in known:
+                raise unknown_name("training config key", key, known)
+        values = dict(data)
+        values["recipe"] = Recipe.from_dict(dict(values.get("recipe") or {}))
+        return cls(**values)
