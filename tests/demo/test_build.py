@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from semshift.demo import BINS, Augment, DemoParams, build_demo_data
+from semshift.demo.build import DEMO_MODEL_LEVEL
 from semshift.detectors import list_detectors
 from semshift.errors import InputError
 
@@ -104,7 +105,13 @@ def test_config_follows_the_design_contract(tiny_demo, tmp_path):
     assert cfg["protocols"]["sanity"]["n_models"] == 3
     # every detector; NNGuide's bank (1 % of 128 training images) would be smaller than k = 100
     names = [d if isinstance(d, str) else d["name"] for d in cfg["detectors"]]
-    assert names == [*list_detectors(level="post_hoc"), *list_detectors(level="model")]
+    # every post-hoc detector; the cheap model-level ones (the rest: --all-detectors)
+    model_level = [n for n in list_detectors(level="model") if n in DEMO_MODEL_LEVEL]
+    assert names == [*list_detectors(level="post_hoc"), *model_level]
+    assert set(DEMO_MODEL_LEVEL) <= set(list_detectors(level="model"))
+    every = tiny_demo.config(tmp_path, detectors="all")["detectors"]
+    every_names = [d if isinstance(d, str) else d["name"] for d in every]
+    assert every_names == [*list_detectors(level="post_hoc"), *list_detectors(level="model")]
     assert {"name": "nnguide", "params": {"alpha": 1.0}} in cfg["detectors"]
     assert tiny_demo.config(tmp_path, detectors=["msp"])["detectors"] == ["msp"]
     sets = cfg["data"]["sets"]
