@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import tempfile
 
 import pytest
 
@@ -20,6 +21,16 @@ from semshift.features.models import load_model
 from .conftest import write_images
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
+
+
+@pytest.fixture(autouse=True)
+def ray_session_folder(monkeypatch: pytest.MonkeyPatch):
+    """Ray's session files (logs, sockets) in a folder of their own, removed afterwards (Ray
+    leaves them in /tmp/ray otherwise); short, for Ray's socket paths."""
+    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_ray_executor_equals_local(tmp_path):

@@ -810,6 +810,7 @@ def stanford_cars(root: str | Path, split: str = "test", *, order: str = "devkit
     >>> src = stanford_cars(base, "test")
     >>> src.groups["class_id"], src.labels.tolist()
     (['AM General Hummer SUV 2000', 'smart fortwo Convertible 2012'], [0, 2])
+    >>> import shutil; shutil.rmtree(base)
     """
     if split not in ("train", "test"):
         raise InputError(f"stanford_cars: split={split!r}: use 'train' or 'test'")

@@ -42,6 +42,7 @@ Detectors take plain arrays; a selection hands them over::
 (6, 2)
 >>> store.select(split="test").arrays("logits")[0][:, 0]
 array([ 9., 12., 15.], dtype=float32)
+>>> import shutil; shutil.rmtree(d)
 """
 
 from __future__ import annotations
