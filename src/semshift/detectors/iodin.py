@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from numbers import Real
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from ._params import Interval, ParamConstraints
 from ._registry import register_detector
-from .model_level import ModelLevelDetector, ModelView, float32
+from .odin import Odin
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -42,7 +40,7 @@ def largest_gradient_mask(grad: Tensor) -> Tensor:
 
 
 @register_detector
-class IOdin(ModelLevelDetector):
+class IOdin(Odin):
     """iODIN score ``max_c softmax(f(x') / T)_c`` of an input perturbed at a single element;
     higher = more in-distribution.
 
@@ -54,8 +52,8 @@ class IOdin(ModelLevelDetector):
     every element; iODIN only the most sensitive one. Model-level: it back-propagates to the
     images.
 
-    The gradient and both forward passes run in float32 even under autocast; float64 models
-    and inputs stay float64.
+    The gradient and both forward passes are ODIN's (float32 even under autocast; float64
+    models and inputs stay float64); only the direction of the step differs.
 
     Parameters
     ----------
@@ -75,40 +73,11 @@ class IOdin(ModelLevelDetector):
     """
 
     name = "iodin"
-    model_requires = frozenset({"grad"})
-    _parameter_constraints: ClassVar[ParamConstraints] = {
-        "temperature": [Interval(Real, 0, None, closed="neither")],
-        "epsilon": [Interval(Real, 0, None, closed="left")],
-    }
 
-    def __init__(self, *, temperature: float = 1000.0, epsilon: float = 0.0014) -> None:
-        self.temperature = temperature
-        self.epsilon = epsilon
-
-    def describe(self) -> dict[str, Any]:
-        """Name and hyperparameters as floats (``1000`` and ``1000.0`` from a config agree)."""
-        return {"name": self.name, "temperature": float(self.temperature),
-                "epsilon": float(self.epsilon)}  # fmt: skip
-
-    def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:
+    def _direction(self, grad: Tensor) -> Tensor:
+        """``s m``: +1 / -1 by the gradient's sign (+1 at 0), at the largest-gradient element
+        only."""
         import torch
 
-        t, eps = float(self.temperature), float(self.epsilon)
-        with (
-            torch.autocast(x.device.type, enabled=False),
-            torch.inference_mode(False),
-            torch.enable_grad(),
-        ):
-            x = float32(x).detach().clone()
-            xg = x.clone().requires_grad_(True)
-            logits = float32(model(xg)[0]) / t
-            yhat = logits.argmax(dim=1)
-            loss = torch.nn.functional.cross_entropy(logits, yhat, reduction="sum")
-            (grad,) = torch.autograd.grad(loss, xg)
-        grad = grad.detach()
         sign = torch.where(grad >= 0, 1.0, -1.0).to(grad.dtype)
-        std = torch.tensor(model.std, dtype=grad.dtype, device=grad.device).view(1, -1, 1, 1)
-        x2 = x - eps * sign * largest_gradient_mask(grad) / std
-        with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
-            out = float32(model(x2)[0]) / t
-        return torch.softmax(out, dim=1).max(dim=1).values
+        return sign * largest_gradient_mask(grad)

@@ -56,6 +56,12 @@ class Odin(ModelLevelDetector):
         return {"name": self.name, "temperature": float(self.temperature),
                 "epsilon": float(self.epsilon)}  # fmt: skip
 
+    def _direction(self, grad: Tensor) -> Tensor:
+        """Where each input element moves (times ``epsilon / std``): ``sign(grad)``."""
+        import torch
+
+        return torch.sign(grad)
+
     def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:
         import torch
 
@@ -71,7 +77,7 @@ class Odin(ModelLevelDetector):
             yhat = logits.argmax(dim=1)
             loss = torch.nn.functional.cross_entropy(logits, yhat, reduction="sum")
             (grad,) = torch.autograd.grad(loss, xg)
-        step = torch.sign(grad.detach())
+        step = self._direction(grad.detach())
         std = torch.tensor(model.std, dtype=step.dtype, device=step.device).view(1, -1, 1, 1)
         x2 = x.detach() - eps * step / std
         with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
