@@ -369,3 +369,18 @@ class LayerGaussianDetector(ClassGaussianDetector):
 
     def _vectors(self, model: ModelView, x: Tensor) -> tuple[Tensor, list[Tensor]]:
         return self.read_blocks(model, x, self.weighted_blocks(model)[0])
+
+    def weighted_scores(self, model: ModelView, x: Tensor) -> Tensor:
+        """``sum_l alpha_l max_c -0.5 MD_lc(x)`` without input pre-processing (one forward
+        pass, float32 even under mixed precision), in the work dtype."""
+        import torch
+
+        names, weights = self.weighted_blocks(model)
+        gaussians = self._gaussians(torch.empty(0, dtype=work_dtype(x.device), device=x.device))
+        total = torch.zeros(x.shape[0], dtype=work_dtype(x.device), device=x.device)
+        with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
+            vecs = self.read_blocks(model, float32(x), names)[1]
+            self._check_dims(vecs, gaussians)
+            for w, g, gauss in zip(weights, vecs, gaussians, strict=True):
+                total -= w * self.half_min_distance(g, gauss)
+        return total

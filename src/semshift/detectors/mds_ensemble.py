@@ -97,24 +97,20 @@ class MDSEnsemble(LayerGaussianDetector):
     def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:
         import torch
 
+        eps = float(self.epsilon)
+        if eps == 0.0:  # no pre-processing: multi_mahalanobis's one forward pass
+            total = self.weighted_scores(model, x)
+            return total.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
         names, weights = self.weighted_blocks(model)
         like = torch.empty(0, dtype=work_dtype(x.device), device=x.device)
         gaussians = self._gaussians(like)
-        eps = float(self.epsilon)
         total = torch.zeros(x.shape[0], dtype=like.dtype, device=x.device)
-        if eps == 0.0:  # no pre-processing: one forward pass
-            with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
-                vecs = self.read_blocks(model, float32(x), names)[1]
-                self._check_dims(vecs, gaussians)
-                for w, g, gauss in zip(weights, vecs, gaussians, strict=True):
-                    total -= w * self.half_min_distance(g, gauss)
-        else:
-            steps = self._perturbation_steps(
-                model, x, lambda xg: self.read_blocks(model, xg, names)[1], gaussians, "plus"
-            )
-            with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
-                x0 = float32(x).detach()
-                for name, w, step, gauss in zip(names, weights, steps, gaussians, strict=True):
-                    (g,) = self.read_blocks(model, x0 - eps * step, [name])[1]
-                    total -= w * self.half_min_distance(g, gauss)
+        steps = self._perturbation_steps(
+            model, x, lambda xg: self.read_blocks(model, xg, names)[1], gaussians, "plus"
+        )
+        with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
+            x0 = float32(x).detach()
+            for name, w, step, gauss in zip(names, weights, steps, gaussians, strict=True):
+                (g,) = self.read_blocks(model, x0 - eps * step, [name])[1]
+                total -= w * self.half_min_distance(g, gauss)
         return total.to(torch.float64 if x.dtype == torch.float64 else torch.float32)

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ._params import ParamConstraints
 from ._registry import register_detector
-from .class_gaussians import LayerGaussianDetector, LayerWeights, work_dtype
-from .model_level import ModelView, float32
+from .class_gaussians import LayerGaussianDetector, LayerWeights
+from .model_level import ModelView
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -73,13 +73,5 @@ class MultiMahalanobis(LayerGaussianDetector):
     def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:
         import torch
 
-        names, weights = self.weighted_blocks(model)
-        like = torch.empty(0, dtype=work_dtype(x.device), device=x.device)
-        gaussians = self._gaussians(like)
-        total = torch.zeros(x.shape[0], dtype=like.dtype, device=x.device)
-        with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
-            vecs = self.read_blocks(model, float32(x), names)[1]
-            self._check_dims(vecs, gaussians)
-            for w, g, gauss in zip(weights, vecs, gaussians, strict=True):
-                total -= w * self.half_min_distance(g, gauss)
+        total = self.weighted_scores(model, x)
         return total.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
