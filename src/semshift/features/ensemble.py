@@ -36,7 +36,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from semshift.errors import InputError
-from semshift.features.store import FeatureStore, Selection, open_store
+from semshift.features.store import FeatureStore, Selection, model_identity, open_store
 
 __all__ = [
     "EnsembleScores",
@@ -87,18 +87,6 @@ def _where(sel: Selection) -> str:
     return str(path) if path is not None else "a concatenated store"
 
 
-def _model_identity(meta: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """What tells two stores' models apart: weights, head and model name (None: nothing)."""
-    head = meta.get("head") or {}
-    ident = (
-        meta.get("model"),
-        meta.get("weights_sha256"),
-        head.get("checksum") if isinstance(head, Mapping) else None,
-        meta.get("layer"),
-    )
-    return ident if any(v is not None for v in ident) else None
-
-
 def _fingerprint(meta: Mapping[str, Any]) -> Any:
     dataset = meta.get("dataset")
     return dataset.get("fingerprint") if isinstance(dataset, Mapping) else None
@@ -146,7 +134,8 @@ def check_members(members: Sequence[Member], owner: str = "ensemble") -> list[Se
                     "each network's store once"
                 )
             seen.setdefault(key, k)
-        ident = _model_identity(sel.store.meta)
+        found = model_identity(sel.store.meta)
+        ident = tuple(found.values()) if any(v is not None for v in found.values()) else None
         if ident is not None and ident in identities:
             j = identities[ident]
             raise InputError(

@@ -77,6 +77,7 @@ __all__ = [
     "StoreWriter",
     "atomic_write",
     "concat_stores",
+    "model_identity",
     "open_store",
     "read_meta",
     "repair_store",
@@ -1233,6 +1234,19 @@ _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semshift-prefe
 
 
 # --------------------------------------------------------------------------- open / concat
+def model_identity(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What identifies the classifier a store was extracted with, from its ``meta.json``:
+    the model's name, its weights (their checksum, else their name), the head's checksum and
+    the feature layer (None where the store does not record one)."""
+    head = meta.get("head") or {}
+    return {
+        "model": meta.get("model"),
+        "weights": meta.get("weights_sha256") or meta.get("weights"),
+        "head": head.get("checksum") if isinstance(head, Mapping) else None,
+        "layer": meta.get("layer"),
+    }
+
+
 def read_meta(path: str | Path) -> dict[str, Any]:
     """The ``meta.json`` of a finished store, or a one-line error saying what ``path`` is.
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from semshift.errors import InputError, did_you_mean
+from semshift.features.store import model_identity
 from semshift.run.cache import stable_hash
 from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig, SourceConfig
 from semshift.run.context import Role, RunContext, Source, StageRecord, World
@@ -517,16 +518,6 @@ def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
     return result
 
 
-def _model_id(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """What identifies the classifier a store was extracted with: model, weights, head."""
-    head = meta.get("head") or {}
-    return {
-        "model": meta.get("model"),
-        "weights": meta.get("weights_sha256") or meta.get("weights"),
-        "head": head.get("checksum") if isinstance(head, Mapping) else None,
-    }
-
-
 def _describe_model(model: Mapping[str, Any]) -> str:
     weights = str(model.get("weights") or "?").rsplit(":", 1)[-1]
     head = str(model.get("head") or "?").rsplit(":", 1)[-1]
@@ -607,7 +598,7 @@ def _check_classes(cfg: RunConfig, result: ExtractStage) -> dict[str, str]:
                     f"{where}: the store's class list differs from {cfg.classes!r} at index "
                     f"{first}; extract with the same class list"
                 )
-            model = _model_id(meta)
+            model = model_identity(meta)
             if "c" not in ref:
                 ref.update(c=c, ids=ids, name=s.name, model=model)
                 continue
