@@ -289,30 +289,7 @@ class AdaScaleL(_AdaScale):
     Score ``logsumexp(r^2 (W h + b))``; the perturbation, the OODness Q', the percentile and r
     are those of :class:`AdaScaleA` (see it for the steps, departures and parameters), with
     the same OpenOOD v1.5 defaults (``adascale_l.yml`` equals ``adascale_a.yml``).
-
-    Parameters
-    ----------
-    min_percentile, max_percentile : float, default 75, 85
-        ``p_min <= p_max``, each in (0, 100).
-    k1 : float, default 5
-        Percent of the features whose perturbed activations form ``C_o``, in (0, 100].
-    k2 : float, default 1
-        Percent of the features whose shifts form ``Q``, in (0, 100].
-    lmbda : float, default 10
-        Weight lambda of the shift term, >= 0.
-    o : float, default 0.05
-        Fraction of the input elements perturbed, in (0, 1].
-    num_samples : int, default 5000
-        At most this many training images' Q' form the empirical CDF, >= 1.
-    seed : int, default 0
-        Seed of the random subset when there are more training images.
-
-    Attributes
-    ----------
-    ecdf_ : ndarray (m,), float64
-        The sorted Q' of the training images (m <= num_samples).
-    feature_dim_ : ndarray (), int64
-        d, checked when scoring.
+    Parameters and fitted attributes: those of :class:`AdaScaleA`.
 
     References
     ----------
