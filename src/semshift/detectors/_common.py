@@ -26,6 +26,7 @@ __all__ = [
     "l2_normalize",
     "log_softmax",
     "logsumexp",
+    "moment_about",
     "pinv_sqrt",
     "prepare_head",
     "row_blocks",
@@ -144,6 +145,51 @@ def scatter_matrix(x: AnyArray, centers: F64, labels: NDArray[np.integer[Any]] |
         # Rank-k update of the upper triangle: half the flops of xc.T @ xc.
         acc = scipy.linalg.blas.dsyrk(1.0, xc.T, beta=1.0, c=acc, overwrite_c=1)
     return np.triu(acc) + np.triu(acc, 1).T
+
+
+#: Rows per chunk of :func:`moment_about`: fixed (not :data:`BLOCK_BYTES`), so the sum is the
+#: same whatever the block budget.
+MOMENT_CHUNK = 2048
+
+
+def moment_about(x: AnyArray, point: F64) -> F64:
+    """Second moment about ``point``, ``sum_i (x_i - p)(x_i - p)^T`` (D, D), float32 products.
+
+    The rows are centred on their mean (rounded to float32) in float32; each chunk of
+    :data:`MOMENT_CHUNK` rows is one float32 rank-k update, and the chunks are summed in
+    float64, so float32 rounding accumulates over at most one chunk, relative to the centred
+    (not the raw) magnitudes. The shift to ``point`` is added exactly:
+    ``S + s v^T + v s^T + n v v^T`` with ``v = mean - p`` and ``s`` the float64 sum of the
+    rounded centred rows. Twice the speed of :func:`scatter_matrix` (float64 products); entries
+    agree with it to about 1e-6 of the largest.
+
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]], dtype=np.float32)
+    >>> p = np.array([1.0, 1.0])
+    >>> bool(np.allclose(moment_about(x, p), (x - p).T @ (x - p)))
+    True
+    """
+    n, d = (int(s) for s in x.shape)
+    chunks = [slice(s, min(s + MOMENT_CHUNK, n)) for s in range(0, n, MOMENT_CHUNK)]
+    total = np.zeros(d, dtype=np.float64)
+    for sl in chunks:
+        total += np.asarray(x[sl]).sum(axis=0, dtype=np.float64)
+    # the centre rounded to float32, so a row minus it is one float32 subtraction; the shift
+    # to `point` below is exact for whichever centre is used
+    center = (total / n).astype(np.float32)
+    acc = np.zeros((d, d), dtype=np.float64)
+    sums = np.zeros(d, dtype=np.float64)
+    buf = np.empty((min(MOMENT_CHUNK, n), d), dtype=np.float32)
+    for sl in chunks:
+        y = buf[: sl.stop - sl.start]
+        np.subtract(x[sl], center, out=y, dtype=np.float32, casting="same_kind")
+        acc += scipy.linalg.blas.ssyrk(1.0, y.T)  # upper triangle of y^T y
+        sums += y.sum(axis=0, dtype=np.float64)
+    acc = np.triu(acc) + np.triu(acc, 1).T
+    v = center.astype(np.float64) - np.asarray(point, dtype=np.float64)
+    acc += np.outer(sums, v)
+    acc += np.outer(v, sums)
+    acc += n * np.outer(v, v)
+    return acc
 
 
 def pinv_sqrt(cov: F64) -> F64:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from numbers import Integral
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.linalg
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F32, F64, f32, prepare_head, row_blocks, scatter_matrix
+from ._common import F32, F64, f32, moment_about, prepare_head, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 from ._shared import digest
@@ -34,8 +36,16 @@ def default_vim_dim(n_features: int) -> int:
     return n_features // 2
 
 
+@cache
+def _blas() -> ThreadpoolController:
+    """One controller for the process (``threadpool_limits`` scans the libraries per call)."""
+    return ThreadpoolController()
+
+
 class _PrincipalResidual(Detector):
     """Shared fit: origin u = -pinv(W) b and the null space NS of the features around u."""
+
+    _beside: Any
 
     fit_requires = frozenset({"features", "head"})
     fit_group = "principal_subspace"
@@ -65,24 +75,37 @@ class _PrincipalResidual(Detector):
             # steps gain little from a second thread and stall for seconds when the other core
             # is busy (measured on 2 shared cores: eigh of 512 x 512 in 0.04 s on one thread,
             # 0.7-4 s on two); the scatter matrix, a level-3 product, keeps every thread.
-            with threadpool_limits(limits=1, user_api="blas"):
+            with _blas().limit(limits=1, user_api="blas"):
                 origin = -np.linalg.pinv(np.asarray(w, dtype=np.float64)) @ np.asarray(
                     b, dtype=np.float64
                 )
-            # EmpiricalCovariance(assume_centered=True) of h - u, as the public code, in
-            # float64: the subspace turns with rounding errors of the matrix divided by the gap
-            # between the eigenvalues at the cut, which can be small (float32 products moved
-            # scores by 2e-5 of their scale on the tests' data)
-            second_moment = scatter_matrix(x, origin, None) / x.shape[0]
-            with threadpool_limits(limits=1, user_api="blas"):
+            # EmpiricalCovariance(assume_centered=True) of h - u, as the public code (which
+            # ran it in the features' float32): float32 products of mean-centred rows summed
+            # in float64 chunks; the subspace turns by the matrix's rounding error over the
+            # eigenvalue gap at the cut, so rounding is kept relative to the centred spread
+            second_moment = moment_about(x, origin) / x.shape[0]
+            # the other core meanwhile does what the subclass needs beside (vim: the training
+            # logits), also on one thread
+            with _blas().limit(limits=1, user_api="blas"), ThreadPoolExecutor(1) as pool:
+                beside = pool.submit(self._beside_eigh, inputs)
                 # divide and conquer: faster than the default (MRRR) driver for every vector
+                # (float64: in float32 the eigenvectors alone move scores by 2e-4 of their
+                # scale, pytorch-ood's error)
                 _, vecs = scipy.linalg.eigh(second_moment, driver="evd")  # ascending
+                self._beside = beside.result()
             return origin, f32(vecs[:, : d - dim])  # all but the top `dim` eigenvectors
 
         # vim and residual with the same dim, fitted together (fit_many), compute it once
+        self._beside = None
         self.origin_, self.null_space_ = inputs.share(("principal_subspace", dim), subspace)
         self.dim_ = dim
         self._share_token = digest(self.origin_, self.null_space_)
+
+    def _beside_eigh(self, inputs: Inputs) -> Any:
+        """Work of the subclass's fit that needs no subspace, run during the
+        eigendecomposition (its result is ``self._beside``, None when the subspace came from
+        another detector's fit)."""
+        return None
 
     def shared_residual(self, inputs: Inputs) -> F64:
         """:meth:`residual` of the score inputs, shared by vim and residual fitted alike."""
@@ -99,7 +122,7 @@ class _PrincipalResidual(Detector):
         out = np.empty(h.shape[0], dtype=np.float64)
         for sl in row_blocks(h.shape[0], 8 * h.shape[1] + 8 * self.null_space_.shape[1]):
             proj = (f32(h[sl]) - origin32) @ self.null_space_
-            out[sl] = np.sqrt(np.square(proj).sum(axis=1, dtype=np.float64))
+            out[sl] = np.sqrt(np.einsum("ij,ij->i", proj, proj, dtype=np.float64))
         return out
 
 
@@ -135,29 +158,27 @@ class ViM(_PrincipalResidual):
     name = "vim"
     score_requires = frozenset({"features", "logits"})
 
-    def _fit(self, inputs: Inputs) -> None:
-        super()._fit(inputs)
+    def _beside_eigh(self, inputs: Inputs) -> float:
+        """Mean over the training samples of the largest logit ``max_c (W h + b)_c``."""
         x = inputs.get("features")
         w32, b = prepare_head(*inputs.head)
-        # one float32 product per block gives both (h - u) NS and the logits
-        # (h - u) W^T + (W u + b), with u rounded to float32 as in `residual`
-        origin32 = self.origin_.astype(np.float32)
-        k = self.null_space_.shape[1]
-        both = np.concatenate([self.null_space_, w32.T], axis=1)  # (D, D - dim + C)
-        offset = w32.astype(np.float64) @ origin32.astype(np.float64) + b
-        max_logit = residual_sum = 0.0
-        for sl in row_blocks(x.shape[0], 8 * x.shape[1] + 12 * both.shape[1]):
-            prod = (f32(x[sl]) - origin32) @ both
-            max_logit += float((prod[:, k:].astype(np.float64) + offset).max(axis=1).sum())
-            squares = np.square(prod[:, :k]).sum(axis=1, dtype=np.float64)
-            residual_sum += float(np.sqrt(squares).sum())
-        mean_residual = residual_sum / x.shape[0]
+        total = 0.0
+        for sl in row_blocks(x.shape[0], 4 * x.shape[1] + 12 * w32.shape[0]):
+            z = f32(x[sl]) @ w32.T
+            total += float((z + b).max(axis=1).sum())
+        return total / x.shape[0]
+
+    def _fit(self, inputs: Inputs) -> None:
+        super()._fit(inputs)
+        mean_max_logit = self._beside if self._beside is not None else self._beside_eigh(inputs)
+        x = inputs.get("features")
+        mean_residual = float(self.residual(x).sum()) / x.shape[0]
         if mean_residual <= 0.0:
             raise InputError(
                 "vim.fit: the training features have no component outside the principal "
                 f"subspace of dimension {self.dim_}; lower dim"
             )
-        self.alpha_ = max_logit / x.shape[0] / mean_residual
+        self.alpha_ = mean_max_logit / mean_residual
 
     def _score(self, inputs: Inputs) -> Float64Array:
         return shared_energy(inputs) - self.alpha_ * self.shared_residual(inputs)
