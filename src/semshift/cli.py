@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -839,16 +839,49 @@ def _param_value(text: str) -> object:
         return text
 
 
+def _train_config_file(path: Path) -> dict[str, Any]:
+    """A ``semshift train --config`` file: read as run configs are (UTF-8, a key given twice
+    refused, YAML errors with line and column), checked by ``check_config_file``."""
+    import yaml
+
+    from semshift.errors import InputError
+    from semshift.run.config import unique_key_loader
+    from semshift.textio import read_text
+    from semshift.training.recipe import check_config_file
+
+    text = read_text(path, "training config file")
+    try:
+        data = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}{where}: invalid YAML ({problem})") from None
+    return check_config_file(data, path)
+
+
 @app.command("train")
 def train_model(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML file of the training configuration (TrainConfig's keys as train.json "
+            "records them, recipe knobs under recipe:, and out); the options override it."
+        ),
+    ] = None,
     model: Annotated[
-        str, typer.Option(help="Model: demo-glyphnet, a torchvision name, or timm/<name>.")
-    ],
-    data: Annotated[Path, typer.Option(help="Training images: class-folder tree or file list.")],
-    out: Annotated[Path, typer.Option(help="Output folder (checkpoints, metrics, weights).")],
+        str | None, typer.Option(help="Model: demo-glyphnet, a torchvision name, or timm/<name>.")
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Training images: class-folder tree or file list.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (checkpoints, metrics, weights).")
+    ] = None,
     method: Annotated[
-        str, typer.Option(help="Training method: ce, logitnorm, oe, ... (semshift.training).")
-    ] = "ce",
+        str | None,
+        typer.Option(help="Training method: ce (default), logitnorm, oe, ... (semshift.training)."),
+    ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option(help="Method hyperparameter KEY=VALUE (repeatable), e.g. label_smoothing=0."),
@@ -885,8 +918,8 @@ def train_model(
         int | None, typer.Option(help="Random-crop padding, pixels (4).")
     ] = None,
     seed: Annotated[
-        int, typer.Option(help="Seed of the initialisation, order and augmentation.")
-    ] = 0,
+        int | None, typer.Option(help="Seed of the initialisation, order and augmentation (0).")
+    ] = None,
     preset: Annotated[
         str | None, typer.Option(help="resize<R>-crop<C> (default: the model's input size).")
     ] = None,
@@ -910,10 +943,12 @@ def train_model(
     Data parallelism: `--nproc N`, or start the command under `torchrun --nproc-per-node N`.
     """
     from semshift.errors import InputError
+    from semshift.training.distributed import dist_env
     from semshift.training.loop import train
-    from semshift.training.recipe import Recipe, TrainConfig
+    from semshift.training.recipe import TrainConfig
 
-    params: dict[str, object] = {}
+    file: dict[str, Any] = _train_config_file(config) if config is not None else {}
+    params: dict[str, object] = dict(file.get("method_params", {}))
     for item in param or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -926,24 +961,36 @@ def train_model(
     }  # fmt: skip
     if randaugment is not None:
         given["randaugment_n"], given["randaugment_m"] = randaugment
-    recipe = Recipe.from_dict({k: v for k, v in given.items() if v is not None})
-    config = TrainConfig(
-        model=model, data=str(data), classes=classes, method=method, method_params=params,
-        recipe=recipe, seed=seed, num_classes=num_classes, preset=preset, weights=weights,
-        outliers=None if outliers is None else str(outliers),
-        test_splits=[str(p) for p in test_split or []],
-    )  # fmt: skip
+    options = {
+        "model": model, "data": None if data is None else str(data), "classes": classes,
+        "method": method, "seed": seed, "num_classes": num_classes, "preset": preset,
+        "weights": weights, "outliers": None if outliers is None else str(outliers),
+        "test_splits": None if not test_split else [str(p) for p in test_split],
+        "out": None if out is None else str(out),
+    }  # fmt: skip
+    values = {**file, **{k: v for k, v in options.items() if v is not None}}
+    for key in ("model", "data", "out"):
+        if values.get(key) is None:
+            raise InputError(f"give --{key} (or {key}: in a --config file)")
+    out_dir = Path(values.pop("out"))
+    values["method_params"] = params
+    values["recipe"] = {**file.get("recipe", {})}
+    values["recipe"].update({k: v for k, v in given.items() if v is not None})
+    cfg = TrainConfig.from_dict(values)
     result = train(
-        config, out, resume=resume, device=device, workers=workers, threads=threads,
+        cfg, out_dir, resume=resume, device=device, workers=workers, threads=threads,
         progress=progress, nproc=nproc,
     )  # fmt: skip
+    if not dist_env().is_main:
+        return  # under torchrun: rank 0 reports the run
     last = result.history[-1]
     ran = len(result.history) - result.start_epoch
     resumed = f", resumed after epoch {result.start_epoch}" if result.start_epoch else ""
     console.print(
-        f"{out}: {ran} epochs of {method} on {model}{resumed}; epoch {int(last['epoch'])} loss "
-        f"{last['loss']:.4f}, training accuracy {100 * last['accuracy']:.1f} %; weights "
-        f"{result.model_file} on {result.device}, {result.seconds:.1f} s"
+        f"{out_dir}: {ran} epochs of {cfg.method} on {cfg.model}{resumed}; epoch "
+        f"{int(last['epoch'])} loss {last['loss']:.4f}, training accuracy "
+        f"{100 * last['accuracy']:.1f} %; weights {result.model_file} on {result.device}, "
+        f"{result.seconds:.1f} s"
     )
 
 

@@ -11,7 +11,6 @@ import torch
 from safetensors.torch import load_file
 
 from semshift import detectors
-from semshift.errors import InputError
 from semshift.features.data import open_source
 from semshift.features.models import load_model
 from semshift.training import loop
@@ -108,9 +107,3 @@ def test_run_exports_like_arpl_and_resumes_to_the_same_weights(data, tmp_path, m
     assert [h["loss"] for h in again.history] == [h["loss"] for h in res.history]
     cut = read_checkpoint(tmp_path / "cut" / "checkpoint.safetensors")
     assert all(torch.equal(cut.method[k], ckpt.method[k]) for k in ckpt.method)
-
-
-def test_arpl_cs_refuses_data_parallel_runs(data, tmp_path):
-    with pytest.raises(InputError, match="arpl_cs trains in one process only"):
-        loop.train(_config(data), tmp_path / "x", nproc=2)
-    assert not (tmp_path / "x").exists()

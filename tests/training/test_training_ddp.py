@@ -1,16 +1,23 @@
-"""Data-parallel training: 2 gloo processes give the 1-process loss curve and weights."""
+"""Data-parallel training: 2 gloo processes give the 1-process loss curve and weights (CE and
+ARPL+CS, whose GAN and global-batch confusion term take the distributed path of their own)."""
 
 from __future__ import annotations
 
 import csv
+import json
 import os
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from semshift.cli import main
 from semshift.errors import InputError
+from semshift.training.checkpoint import read_checkpoint
 from semshift.training.distributed import GlobalBatchNorm, free_port, shard
 from semshift.training.loop import train
 from semshift.training.recipe import Recipe, TrainConfig
@@ -21,10 +28,12 @@ from .images import write_class_images
 RECIPE = Recipe(epochs=3, batch_size=6, lr=0.05, randaugment_n=1, randaugment_m=9)
 
 
-def _config(data: Path, method: str = "ce") -> TrainConfig:
+def _config(
+    data: Path, method: str = "ce", recipe: Recipe = RECIPE, **params: float
+) -> TrainConfig:
     return TrainConfig(
-        model="demo-glyphnet", data=str(data), method=method, recipe=RECIPE, seed=2,
-        model_kwargs={"widths": [4, 8, 8, 16]},
+        model="demo-glyphnet", data=str(data), method=method, method_params=params,
+        recipe=recipe, seed=2, model_kwargs={"widths": [4, 8, 8, 16]},
     )  # fmt: skip
 
 
@@ -87,6 +96,74 @@ def test_two_gloo_processes_give_the_one_process_loss_curve(data, tmp_path):
     assert sorted(p.name for p in two.out.iterdir()) == sorted(p.name for p in one.out.iterdir())
     rows = list(csv.DictReader(open(two.out / "metrics.csv", encoding="utf-8")))
     assert [float(r["loss"]) for r in rows] == [h["loss"] for h in two.history]
+
+
+def test_arpl_cs_on_two_gloo_processes_gives_the_one_process_run(data, tmp_path):
+    # G and D have BatchNorm, the confusion term is an exponential of a batch mean, and
+    # batches of 5, 5, 4 split 3 + 2 and 2 + 2: every part of the distributed path is needed.
+    # Drawing each process's noise on its own, or taking the means inside the confusion over
+    # each slice, moves the curve by about 1e-5 and G's and D's weights by far more.
+    recipe = replace(RECIPE, batch_size=5)
+    cfg = _config(data, "arpl_cs", recipe, nz=8, ngf=4, ndf=4, beta=5.0, gan_lr=0.002)
+    one = train(cfg, tmp_path / "one", threads=1)
+    two = train(cfg, tmp_path / "two", threads=1, nproc=2)
+    assert [h["loss"] for h in two.history] == pytest.approx(
+        [h["loss"] for h in one.history], rel=1e-6
+    )
+    assert [h["accuracy"] for h in two.history] == [h["accuracy"] for h in one.history]
+    # the same checkpoint: keys, model, points, G and D (BatchNorm buffers included), Adam
+    # states, and the random state (the noise of the whole global batch drawn in each process)
+    a, b = (read_checkpoint(r.out / "checkpoint.safetensors") for r in (one, two))
+    assert a.model.keys() == b.model.keys() and a.method.keys() == b.method.keys()
+    assert any(k.startswith("generator.") and "running_var" in k for k in b.method)
+    for got, want in ((b.model, a.model), (b.method, a.method)):
+        for k in want:
+            torch.testing.assert_close(got[k], want[k], rtol=1e-4, atol=1e-5)
+    assert torch.equal(b.rng["cpu"], a.rng["cpu"])
+    assert sorted(b.extra_optimizers) == sorted(a.extra_optimizers)
+    assert sorted(a.extra_optimizers) == ["discriminator", "generator"]
+    for name, opt in a.extra_optimizers.items():
+        other = b.extra_optimizers[name]["state"]
+        for i, st in opt["state"].items():
+            assert int(other[i]["step"]) == int(st["step"]) == 3 * 3  # 3 epochs of 3 steps
+            torch.testing.assert_close(other[i]["exp_avg"], st["exp_avg"], rtol=1e-3, atol=1e-6)
+    assert sorted(p.name for p in two.out.iterdir()) == sorted(p.name for p in one.out.iterdir())
+
+
+def _curve(run: Path) -> list[float]:
+    return [float(r["loss"]) for r in csv.DictReader(open(run / "metrics.csv", encoding="utf-8"))]
+
+
+def test_torchrun_with_two_gloo_processes_gives_the_one_process_run(data, tmp_path, capsys):
+    args = ["train", "--model", "demo-glyphnet", "--data", str(data), "--epochs", "2",
+            "--batch-size", "6", "--lr", "0.05", "--randaugment", "1", "9", "--seed", "2",
+            "--threads", "1", "--device", "cpu", "--no-progress"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--out", str(tmp_path / "one")])
+    assert not exc.value.code
+    capsys.readouterr()
+    # torchrun's own launcher (the c10d rendezvous on a free local port: offline), its log
+    # folder under tmp_path; the environment of this process's own runs left out
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    (tmp_path / "tmp").mkdir()
+    env.update(TMPDIR=str(tmp_path / "tmp"), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "semshift.cli", *args, "--out", str(tmp_path / "two")]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # rank 0 alone reports (rank 1 returned on the non-main path) and wrote the folder: the
+    # files of the one-process run, the same configuration, the same loss curve
+    assert proc.stdout.count("2 epochs of ce on demo-glyphnet") == 1, proc.stdout
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
+    cfg = [json.loads((d / "train.json").read_text(encoding="utf-8"))["config"] for d in (one, two)]
+    assert cfg[0] == cfg[1]
+    assert len(_curve(two)) == 2
+    assert _curve(two) == pytest.approx(_curve(one), rel=2e-6)
+    a, b = load_file(str(one / "model.safetensors")), load_file(str(two / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
 
 
 def test_batches_too_small_for_the_processes_are_refused_before_writing(data, tmp_path):

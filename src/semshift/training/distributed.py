@@ -17,10 +17,19 @@ statistics than the one-process run. On the DDP path every BatchNorm layer is re
 that normalises with the statistics of the whole global batch: :class:`GlobalBatchNorm` on the
 CPU (gloo; PyTorch's ``SyncBatchNorm`` runs only on accelerators), ``torch.nn.SyncBatchNorm``
 on CUDA. Both keep BatchNorm's state-dict keys, so checkpoints and the exported model are the
-same files as a one-process run's. With them, the per-epoch loss curve of N processes equals
-the one-process curve within floating-point tolerance for losses that are per-sample means (all
-registered methods except the confusing-sample term of ``arpl_cs``, an exponential of a batch
-mean, which each process computes over its own slice).
+same files as a one-process run's.
+
+A loss term that is not a mean of per-sample terms (ARPL+CS's confusion, an exponential of a
+batch mean) takes its batch means over the global batch with :func:`global_mean`, a
+differentiable all-reduce: the backward pass of an all-reduced sum sums the gradients of every
+process, so with each process's loss scaled as above the averaged gradient is still that of
+the global batch's loss. Parts that a method steps with optimisers of its own (ARPL+CS's
+generator and discriminator) stay outside DistributedDataParallel: their losses are global
+means (every process computes the same value) and :func:`average_gradients` averages their
+gradients before each step. Random draws (the generator's noise) are drawn for the whole global
+batch in every process, each taking its slice (:func:`shard_slice`), so the random state stays
+that of the one-process run. With all this, the per-epoch loss curve of N processes equals the
+one-process curve within floating-point tolerance for every registered method.
 """
 
 from __future__ import annotations
@@ -35,13 +44,18 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "BATCHNORMS",
     "DistEnv",
     "GlobalBatchNorm",
+    "average_gradients",
     "convert_batchnorm",
     "dist_env",
     "free_port",
+    "global_count",
+    "global_mean",
     "launch",
     "shard",
+    "shard_slice",
 ]
 
 _BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
@@ -97,10 +111,19 @@ def shard(batch: Sequence[int], rank: int, world: int) -> list[int]:
     >>> [shard(list(range(7)), r, 3) for r in range(3)]
     [[0, 1, 2], [3, 4], [5, 6]]
     """
-    n = len(batch)
+    return list(batch[shard_slice(len(batch), rank, world)])
+
+
+def shard_slice(n: int, rank: int, world: int) -> slice:
+    """The slice of a global batch of ``n`` that process ``rank`` of ``world`` takes
+    (:func:`shard`'s rule).
+
+    >>> [shard_slice(7, r, 3) for r in range(3)]
+    [slice(0, 3, None), slice(3, 5, None), slice(5, 7, None)]
+    """
     base, extra = divmod(n, world)
     start = rank * base + min(rank, extra)
-    return list(batch[start : start + base + (rank < extra)])
+    return slice(start, start + base + (rank < extra))
 
 
 def free_port() -> int:
@@ -149,6 +172,56 @@ class _AllReduceSum(torch.autograd.Function):
         out = grad.clone()
         torch.distributed.all_reduce(out, group=ctx.group)
         return out, None
+
+
+def global_mean(values: Tensor, group: Any = None) -> Tensor:
+    """The mean of ``values`` (n, ...) over the first axis of every process's ``values``.
+
+    Differentiable: the sums and the counts are all-reduced with :class:`_AllReduceSum`, so
+    every process gets the same value and the backward pass reaches every process's inputs.
+    All processes of ``group`` must call it, in the same order.
+
+    Parameters
+    ----------
+    values : Tensor (n, ...)
+        This process's rows (n may differ between processes, and be 0).
+    group : ProcessGroup, optional
+        The processes to reduce over (default: the whole world).
+
+    Returns
+    -------
+    Tensor (...)
+    """
+    count = values.new_full((1, *values.shape[1:]), float(len(values)))
+    total: Tensor = _AllReduceSum.apply(torch.cat([values.sum(0, keepdim=True), count]), group)
+    return total[0] / total[1]
+
+
+def global_count(n: int, group: Any = None, device: torch.device | str = "cpu") -> int:
+    """The sum of every process's ``n`` (the global batch size from a slice's); ``device``
+    is where the backend reduces (CUDA for NCCL)."""
+    t = torch.tensor([int(n)], dtype=torch.int64, device=device)
+    torch.distributed.all_reduce(t, group=group)
+    return int(t)
+
+
+def average_gradients(params: Sequence[Tensor], group: Any = None) -> None:
+    """Replace each parameter's gradient by its average over the processes (in one all-reduce).
+
+    Parameters with no gradient are left out; every process must have gradients for the same
+    parameters (the same graph). Used for parts stepped by their own optimisers, outside
+    DistributedDataParallel.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    torch.distributed.all_reduce(flat, group=group)
+    flat /= torch.distributed.get_world_size(group)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 class GlobalBatchNorm(nn.Module):
@@ -211,6 +284,10 @@ class GlobalBatchNorm(nn.Module):
         if self.affine:
             y = y * self.weight.view(shape) + self.bias.view(shape)
         return y
+
+
+#: Every BatchNorm layer type of a model, the converted ones included.
+BATCHNORMS = (*_BATCHNORMS, nn.SyncBatchNorm, GlobalBatchNorm)
 
 
 def convert_batchnorm(module: nn.Module, device: torch.device, group: Any = None) -> nn.Module:

@@ -485,8 +485,11 @@ def _train(
     if env.distributed:
         from torch.nn.parallel import DistributedDataParallel
 
+        # the collectives inside forward and backward (BatchNorm statistics, global batch
+        # means, the method's own gradients) on a group of their own, apart from DDP's
         bn_group = torch.distributed.new_group(list(range(env.world)))
         adapter.module = convert_batchnorm(adapter.module, dev, bn_group)
+        method.data_parallel(bn_group, dev)
         step_fn = DistributedDataParallel(
             _Step(adapter, method), device_ids=[dev.index] if dev.type == "cuda" else None,
             forward_sync_buffers=False, static_graph=True,
@@ -640,17 +643,26 @@ def _save(
 
 
 class _Step(torch.nn.Module):
-    """The model and the method as one module, so DistributedDataParallel sees one forward."""
+    """The model and the method as one module, so DistributedDataParallel sees one forward.
+
+    The parameters that the method's own optimisers step (ARPL+CS's generator and
+    discriminator) are not registered here, so DDP neither hooks nor reduces them: the method
+    averages their gradients itself (:meth:`TrainingMethod.data_parallel`).
+    """
 
     def __init__(self, adapter: ModelAdapter, method: TrainingMethod) -> None:
         super().__init__()
-        self.model, self.method = adapter.module, method
-        self.adapter = adapter
+        self.model = adapter.module
+        own = _own_optimised(method)
+        self.shared = torch.nn.ParameterList(
+            [p for p in method.parameters() if not any(p is q for q in own)]
+        )
+        self._method = (method,)  # a tuple: not a submodule
 
     def forward(
         self, adapter: ModelAdapter, x: Tensor, y: Tensor, xo: Tensor | None
     ) -> tuple[Tensor, Tensor]:
-        return self.method.batch_loss(adapter, x, y, xo)
+        return self._method[0].batch_loss(adapter, x, y, xo)
 
 
 def _own_optimised(method: TrainingMethod) -> list[Tensor]:

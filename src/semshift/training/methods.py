@@ -12,7 +12,10 @@ the data and the device; the method only says how one batch becomes a loss:
 - :meth:`TrainingMethod.loss` turns them (and the outlier batch's logits, for a method that
   declares ``uses_outliers``) into the scalar to minimise;
 - :meth:`TrainingMethod.export` writes what the method learnt into the model's linear head, so
-  the saved weights load as a plain model of the registry.
+  the saved weights load as a plain model of the registry;
+- :meth:`TrainingMethod.data_parallel` tells the method that it is one of several
+  data-parallel processes (:mod:`.distributed`); a loss that is not a mean of per-sample terms
+  takes its batch means with :meth:`TrainingMethod.batch_mean`, over the global batch.
 
 >>> list_methods()
 ['arpl', 'arpl_cs', 'ce', 'logitnorm', 'oe']
@@ -34,6 +37,14 @@ from torch import Tensor, nn
 from semshift.detectors import Constraint, Interval
 from semshift.errors import InputError, unknown_name
 from semshift.features.models import ModelAdapter
+from semshift.training.distributed import (
+    BATCHNORMS,
+    average_gradients,
+    convert_batchnorm,
+    global_count,
+    global_mean,
+    shard_slice,
+)
 from semshift.training.gan import Discriminator32, Generator32
 
 __all__ = [
@@ -66,7 +77,8 @@ class TrainingMethod(nn.Module):
     uses_outliers : bool
         Whether each step also needs a batch of auxiliary outlier images (Outlier Exposure).
     supports_ddp : bool
-        Whether the method trains under data parallelism (:mod:`semshift.training.distributed`).
+        Whether the method trains under data parallelism (:mod:`semshift.training.distributed`;
+        every registered method does).
     _parameter_constraints : dict of str to list of Constraint or None
         Accepted values of each keyword hyperparameter (:mod:`semshift.detectors` constraints).
     """
@@ -75,6 +87,8 @@ class TrainingMethod(nn.Module):
     uses_outliers: ClassVar[bool] = False
     supports_ddp: ClassVar[bool] = True
     _parameter_constraints: ClassVar[dict[str, list[Constraint | None]]] = {}
+    #: the process group of a data-parallel run (:meth:`data_parallel`); None in one process
+    _group: Any = None
 
     @classmethod
     def param_names(cls) -> list[str]:
@@ -118,6 +132,26 @@ class TrainingMethod(nn.Module):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Optimisers the method steps itself (by name; checkpointed with the run)."""
         return {}
+
+    def data_parallel(self, group: Any, device: torch.device) -> None:
+        """Train as one process of a data-parallel run over ``group`` (called after :meth:`setup`).
+
+        Every BatchNorm layer of the method's own parts then normalises over the global batch
+        (:func:`~semshift.training.distributed.convert_batchnorm`; the state-dict keys do not
+        change) and :meth:`batch_mean` reduces over ``group``. A method whose own optimisers
+        step parts outside the model must average their gradients over ``group`` before each
+        step (:func:`~semshift.training.distributed.average_gradients`).
+        """
+        self._group = group
+        convert_batchnorm(self, device, group)
+
+    def batch_mean(self, values: Tensor) -> Tensor:
+        """The mean of ``values`` (n, ...) over the batch: this process's in one process, the
+        global batch's (differentiable all-reduce, the same value in every process) in a
+        data-parallel run. Per-sample means need it only inside a nonlinear term."""
+        if self._group is None:
+            return values.mean(0)
+        return global_mean(values, self._group)
 
     @torch.no_grad()
     def export(self, adapter: ModelAdapter) -> None:
@@ -407,8 +441,9 @@ class ARPL(TrainingMethod):
 @contextmanager
 def _running_stats_kept(module: nn.Module) -> Iterator[None]:
     """Train-mode BatchNorm that normalises with the batch's statistics but keeps the running
-    ones (momentum 0 for the duration; the batch counters are restored afterwards)."""
-    bns = [m for m in module.modules() if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d))]
+    ones (momentum 0 for the duration; the batch counters are restored afterwards). The
+    global-batch layers of a data-parallel run included."""
+    bns: list[Any] = [m for m in module.modules() if isinstance(m, BATCHNORMS)]
     saved = [(m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
              for m in bns]  # fmt: skip
     try:
@@ -438,6 +473,14 @@ class ARPLConfusingSamples(ARPL):
     p_ik)``, ``p_i = softmax_k(||h_i - P_k||^2 / D)``, is smallest (1 / C) when a sample is
     equally far from every reciprocal point: the generator learns to make samples near the
     known classes' boundary that the classifier is taught not to claim.
+
+    Data parallelism (:mod:`.distributed`): every process draws the noise of the whole global
+    batch and generates its slice; G's and D's BatchNorm layers normalise over the global
+    batch; the BCE means and the mean inside ``S`` are global-batch means
+    (:meth:`~TrainingMethod.batch_mean`); G's and D's gradients are averaged over the processes
+    before their Adam steps (they are not in DistributedDataParallel, whose one backward per
+    forward does not fit three updates per step). The updates, the random state and the
+    checkpoint are then those of one process, within floating-point tolerance.
 
     Parameters
     ----------
@@ -471,8 +514,7 @@ class ARPLConfusingSamples(ARPL):
       schedule), not OpenOOD's Nesterov SGD with a per-step cosine; G and D use the reference's
       Adam. Generated 32 x 32 images are resized (bilinear) to a larger model input.
     - The noise is drawn from the run's seeded CPU generator, so a run is reproducible and
-      resumable; the method trains in one process only (its three updates per step do not fit
-      DistributedDataParallel's one forward per backward).
+      resumable.
 
     The trained model exports like :class:`ARPL` (points in the head; score with the ``arpl``
     detector); G and D are kept in the checkpoint, not in ``model.safetensors``.
@@ -486,7 +528,6 @@ class ARPLConfusingSamples(ARPL):
     """
 
     name = "arpl_cs"
-    supports_ddp = False
     _parameter_constraints: ClassVar[dict[str, list[Constraint | None]]] = {
         "weight_pl": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
@@ -527,17 +568,46 @@ class ARPLConfusingSamples(ARPL):
         return dict(self._opts)
 
     @staticmethod
-    def confusion(h: Tensor, points: Tensor) -> Tensor:
+    def neg_entropy(h: Tensor, points: Tensor) -> Tensor:
+        """``sum_k p_ik log p_ik`` (n,), ``p_i = softmax(||h_i - P_k||^2 / D)``, of features h
+        (n, D) and points P (C, D): minus the entropy of each sample's distance softmax."""
+        d2 = (h[:, None, :] - points[None, :, :]).pow(2).mean(2)
+        logp = torch.log_softmax(d2, dim=1)
+        return (logp.exp() * logp).sum(1)
+
+    @classmethod
+    def confusion(cls, h: Tensor, points: Tensor) -> Tensor:
         """``exp(mean_i sum_k p_ik log p_ik)``, ``p_i = softmax(||h_i - P_k||^2 / D)``.
 
         In ``[1 / C, 1]``; ``1 / C`` when each sample is equally far from all C points.
         """
-        d2 = (h[:, None, :] - points[None, :, :]).pow(2).mean(2)
-        logp = torch.log_softmax(d2, dim=1)
-        return (logp.exp() * logp).sum(1).mean().exp()
+        return cls.neg_entropy(h, points).mean().exp()
+
+    def _confusion(self, h: Tensor) -> Tensor:
+        """:meth:`confusion` with the mean over the global batch."""
+        return self.batch_mean(self.neg_entropy(h, self.points.float())).exp()
 
     def _noise(self, n: int, like: Tensor) -> Tensor:
-        return torch.randn(n, int(self.nz), 1, 1).to(like.device)
+        """Noise (n, nz, 1, 1) for this process's n images: the whole global batch's is drawn
+        (the same random state in every process) and this process's slice kept."""
+        if self._group is None:
+            return torch.randn(n, int(self.nz), 1, 1).to(like.device)
+        dist = torch.distributed
+        n_all = global_count(n, self._group, like.device)
+        rows = shard_slice(n_all, dist.get_rank(self._group), dist.get_world_size(self._group))
+        if rows.stop - rows.start != n:
+            raise RuntimeError(f"a slice of {n} images is not this process's share of {n_all}")
+        return torch.randn(n_all, int(self.nz), 1, 1)[rows].to(like.device)
+
+    def _step_own(self, name: str, loss: Tensor, part: nn.Module) -> None:
+        """Backpropagate ``loss`` into ``part`` only and take ``part``'s own Adam step."""
+        opt = self._opts[name]
+        opt.zero_grad(set_to_none=True)
+        params = list(part.parameters())
+        loss.backward(inputs=params)
+        if self._group is not None:
+            average_gradients(params, self._group)
+        opt.step()
 
     def _fake_features(self, adapter: ModelAdapter, fake: Tensor, size: tuple[int, int]) -> Tensor:
         if tuple(fake.shape[-2:]) != size:
@@ -549,31 +619,33 @@ class ARPLConfusingSamples(ARPL):
         self, adapter: ModelAdapter, x: Tensor, labels: Tensor, outliers: Tensor | None
     ) -> tuple[Tensor, Tensor]:
         n, size = len(x), (int(x.shape[-2]), int(x.shape[-1]))
-        g, d, opt = self.generator, self.discriminator, self._opts
-        bce = nn.functional.binary_cross_entropy_with_logits
+        g, d = self.generator, self.discriminator
         ones, zeros = torch.ones(n, device=x.device), torch.zeros(n, device=x.device)
+
+        def bce(logits: Tensor, target: Tensor) -> Tensor:
+            each = nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="none")
+            return self.batch_mean(each)
+
         with torch.autocast(x.device.type, enabled=False):
             fake = g(self._noise(n, x))
             # (1) the discriminator: real vs generated
             real_in = x.float()
             if tuple(real_in.shape[-2:]) != (32, 32):
                 real_in = nn.functional.interpolate(real_in, size=(32, 32), mode="bilinear")
-            opt["discriminator"].zero_grad(set_to_none=True)
             err_d = bce(d(real_in), ones) + bce(d(fake.detach()), zeros)
-            err_d.backward(inputs=list(d.parameters()))
-            opt["discriminator"].step()
+            self._step_own("discriminator", err_d, d)
             # (2) the generator: fool D, and confuse the classifier
-            opt["generator"].zero_grad(set_to_none=True)
             err_g = bce(d(fake), ones)
-            err_g = err_g + float(self.beta) * self.confusion(
-                self._fake_features(adapter, fake, size), self.points.float()
+            err_g = err_g + float(self.beta) * self._confusion(
+                self._fake_features(adapter, fake, size)
             )
-            err_g.backward(inputs=list(g.parameters()))
-            opt["generator"].step()
+            self._step_own("generator", err_g, g)
             with torch.no_grad():
                 fake2 = g(self._noise(n, x))
-        # (3) the classifier: ARPL on x, confusion on fresh generated samples
+        # (3) the classifier: ARPL on x, confusion on fresh generated samples (a global-batch
+        # mean inside S; the loop's share scaling keeps the averaged gradient that of the
+        # global batch's loss, since the all-reduce's backward sums the processes' shares)
         logits, feats = self(adapter, x)
         loss = self.loss(logits, feats, labels, None)
-        cs = self.confusion(self._fake_features(adapter, fake2, size), self.points.float())
+        cs = self._confusion(self._fake_features(adapter, fake2, size))
         return loss + float(self.beta) * cs, logits

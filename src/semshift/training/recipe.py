@@ -5,6 +5,8 @@
 warm restarts, RandAugment N = 2, M = 30, batch 32, learning rate 0.001, 600 epochs).
 :class:`TrainConfig` adds the model, the data, the method and the seed; its JSON form
 (:meth:`TrainConfig.to_dict`) is what a checkpoint records and what a resumed run must match.
+:func:`check_config_file` checks the same keys read from a YAML file (``semshift train
+--config``).
 
 Departures from the reference code, written here because they change numbers:
 
@@ -17,14 +19,17 @@ Departures from the reference code, written here because they change numbers:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any, ClassVar
 
 from semshift.detectors import Boolean, Constraint, Interval
-from semshift.errors import InputError, unknown_name
+from semshift.errors import InputError, SemshiftError, unknown_name
 
-__all__ = ["Recipe", "TrainConfig"]
+__all__ = ["CONFIG_FILE_KEYS", "Recipe", "TrainConfig", "check_config_file"]
 
 
 def _check(owner: str, constraints: dict[str, list[Constraint]], values: dict[str, Any]) -> None:
@@ -33,6 +38,45 @@ def _check(owner: str, constraints: dict[str, list[Constraint]], values: dict[st
         if not any(c.is_satisfied_by(value) for c in accepted):
             words = " or ".join(str(c) for c in accepted)
             raise InputError(f"{owner}: {key} must be {words}, got {value!r}")
+
+
+class _Text(Constraint):
+    """A non-empty string."""
+
+    def is_satisfied_by(self, value: object) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    def __str__(self) -> str:
+        return "a non-empty string"
+
+    def examples_outside(self) -> list[Any]:
+        return ["", 3, ["a"]]
+
+
+class _Mapping(Constraint):
+    """A mapping with string keys (``KEY: VALUE`` lines in YAML)."""
+
+    def is_satisfied_by(self, value: object) -> bool:
+        return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
+
+    def __str__(self) -> str:
+        return "a mapping of names to values"
+
+    def examples_outside(self) -> list[Any]:
+        return [[1], "a=1", {1: 2}]
+
+
+class _TextList(Constraint):
+    """A list of non-empty strings."""
+
+    def is_satisfied_by(self, value: object) -> bool:
+        return isinstance(value, list) and all(_Text().is_satisfied_by(v) for v in value)
+
+    def __str__(self) -> str:
+        return "a list of strings"
+
+    def examples_outside(self) -> list[Any]:
+        return ["a.json", [1], None]
 
 
 @dataclass(frozen=True)
@@ -159,6 +203,25 @@ class TrainConfig:
     test_splits: list[str] = field(default_factory=list)
     data_fingerprint: str | None = None
 
+    # Accepted values, checked for a config file (check_config_file); not in __post_init__,
+    # since code builds configs with paths and tuples that the loop normalises itself.
+    _constraints: ClassVar[dict[str, list[Constraint | None]]] = {
+        "model": [_Text()],
+        "data": [_Text()],
+        "classes": [_Text(), None],
+        "method": [_Text()],
+        "method_params": [_Mapping()],
+        "recipe": [_Mapping()],
+        "seed": [Interval(Integral, None, None, closed="neither")],
+        "num_classes": [Interval(Integral, 1, None, closed="left"), None],
+        "preset": [_Text(), None],
+        "weights": [_Text(), None],
+        "model_kwargs": [_Mapping()],
+        "outliers": [_Text(), None],
+        "test_splits": [_TextList()],
+        "data_fingerprint": [_Text(), None],
+    }
+
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain JSON values."""
         out = asdict(self)
@@ -175,3 +238,99 @@ class TrainConfig:
         values = dict(data)
         values["recipe"] = Recipe.from_dict(dict(values.get("recipe") or {}))
         return cls(**values)
+
+
+#: The keys of a training config file: :class:`TrainConfig`'s (as ``train.json`` records
+#: them) but the fingerprint the loop fills in, and ``out``, the output folder.
+CONFIG_FILE_KEYS = (*[f.name for f in fields(TrainConfig) if f.name != "data_fingerprint"], "out")
+_CONFIG_FILE_CONSTRAINTS: dict[str, list[Constraint | None]] = {
+    **{k: v for k, v in TrainConfig._constraints.items() if k in CONFIG_FILE_KEYS},
+    "out": [_Text()],
+}
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
+    """The training configuration read from a YAML file, checked, its paths made absolute.
+
+    The keys are :data:`CONFIG_FILE_KEYS`: those of :class:`TrainConfig` (``recipe`` a mapping
+    of :class:`Recipe` knobs, ``method_params`` of the method's hyperparameters) and ``out``;
+    every key is optional (``semshift train`` options override the file's values). Relative
+    paths are relative to the file's folder: always for ``data``, ``outliers``,
+    ``test_splits`` and ``out``; for ``classes`` and ``weights`` (also shipped or library
+    names) when that file exists. A recipe number written ``1e-3`` (YAML reads it as text) is
+    taken as the number. Reading the file is the caller's (the CLI's YAML reader refuses a key
+    given twice); this checks what it holds.
+
+    Parameters
+    ----------
+    data : object
+        The parsed YAML document (a mapping; None for an empty file).
+    path : str or Path
+        The file: named in every message, its folder the base of relative paths.
+
+    Returns
+    -------
+    dict
+        The file's keys and values (``recipe`` checked by :class:`Recipe`; the method's
+        hyperparameters are checked with the method, once the command line is merged in).
+
+    Raises
+    ------
+    InputError
+        Not a mapping, an unknown key, or a value of the wrong kind: one line naming the file
+        and the key.
+
+    Examples
+    --------
+    >>> cfg = check_config_file(
+    ...     {"model": "demo-glyphnet", "data": "imgs", "recipe": {"epochs": 2, "lr": "1e-2"}},
+    ...     "/runs/train.yaml",
+    ... )
+    >>> cfg["model"], cfg["recipe"], cfg["data"]
+    ('demo-glyphnet', {'epochs': 2, 'lr': 0.01}, '/runs/imgs')
+    """
+    path = Path(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of keys at the top level")
+    for key, value in data.items():
+        if key not in CONFIG_FILE_KEYS:
+            err = unknown_name("training config key", key, CONFIG_FILE_KEYS)
+            raise InputError(f"{path}: {err}")
+        accepted = _CONFIG_FILE_CONSTRAINTS[key]
+        if not any(value is None if c is None else c.is_satisfied_by(value) for c in accepted):
+            words = " or ".join("null" if c is None else str(c) for c in accepted)
+            raise InputError(f"{path}: {key} must be {words}, got {value!r}")
+    out = dict(data)
+    if "recipe" in out:
+        floats = {f.name for f in fields(Recipe) if f.type in ("float", float)}
+        recipe = {
+            k: float(v) if k in floats and isinstance(v, str) and _NUMBER.fullmatch(v) else v
+            for k, v in out["recipe"].items()
+        }
+        try:
+            Recipe.from_dict(recipe)
+        except SemshiftError as err:
+            raise InputError(f"{path}: {err}") from None
+        out["recipe"] = recipe
+    for key in ("method_params", "model_kwargs"):
+        if key in out:
+            out[key] = dict(out[key])
+    base = path.resolve().parent
+
+    def under(p: str) -> str:
+        q = Path(p).expanduser()
+        return str(q if q.is_absolute() else (base / q).resolve())
+
+    for key in ("data", "outliers", "out"):
+        if isinstance(out.get(key), str):
+            out[key] = under(out[key])
+    if "test_splits" in out:
+        out["test_splits"] = [under(p) for p in out["test_splits"]]
+    for key in ("classes", "weights"):
+        value = out.get(key)
+        if isinstance(value, str) and Path(under(value)).is_file():
+            out[key] = under(value)
+    return out
