@@ -842,21 +842,10 @@ def _param_value(text: str) -> object:
 def _train_config_file(path: Path) -> dict[str, Any]:
     """A ``semshift train --config`` file: read as run configs are (UTF-8, a key given twice
     refused, YAML errors with line and column), checked by ``check_config_file``."""
-    import yaml
-
-    from semshift.errors import InputError
-    from semshift.run.config import unique_key_loader
-    from semshift.textio import read_text
+    from semshift.textio import read_yaml
     from semshift.training.recipe import check_config_file
 
-    text = read_text(path, "training config file")
-    try:
-        data = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(f"{path}{where}: invalid YAML ({problem})") from None
+    data = read_yaml(path, "training config file")
     return check_config_file(data, path)
 
 

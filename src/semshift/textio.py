@@ -10,7 +10,9 @@ for, and is an :class:`~semshift.errors.InputError` (exit 2 from the CLI):
 - ``<what> <path> is empty`` (CSV without even a header);
 - ``<what> <path>, line 4: <the parser's reason>`` (a malformed CSV row).
 
-A UTF-8 byte-order mark is accepted and dropped (spreadsheet exports write one).
+A UTF-8 byte-order mark is accepted and dropped (spreadsheet exports write one). YAML files
+(run and training configs) are read by :func:`read_yaml`: a key given twice is refused and a
+syntax error names its line and column.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from semshift.errors import InputError, SemshiftError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["read_csv", "read_text"]
+__all__ = ["read_csv", "read_text", "read_yaml", "unique_key_loader"]
 
 
 def read_text(path: str | Path, what: str, *, error: type[SemshiftError] = InputError) -> str:
@@ -91,3 +93,51 @@ def read_csv(
         line = re.search(r"line (\d+)", msg)
         where = f", line {line.group(1)}" if line else ""
         raise InputError(f"{what} {path}{where}: not a valid CSV table ({msg})") from None
+
+
+def unique_key_loader() -> Any:
+    """A ``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps
+    the last value silently, so a repeated ``detectors:`` would drop the first list)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, list | dict):
+                    continue  # unhashable: the base class reports it
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """The data of a UTF-8 YAML file, read safely (no Python objects are ever built).
+
+    Errors are one line (:class:`~semshift.errors.InputError`): those of :func:`read_text`, a
+    key given twice, or invalid YAML with its line and column
+    (``<path>, line 3, column 1: invalid YAML (key 'name' is given twice)``).
+
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "c.yaml")
+    ...     _ = open(p, "w", encoding="utf-8").write("a: 1\\nb: [x, y]\\n")
+    ...     read_yaml(p, "config file")
+    {'a': 1, 'b': ['x', 'y']}
+    """
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        return yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}{where}: invalid YAML ({problem})") from None

@@ -41,7 +41,7 @@ from semshift.protocols.registry import (
     get_protocol,
     list_protocols,
 )
-from semshift.textio import read_text
+from semshift.textio import read_yaml
 
 __all__ = [
     "BootstrapConfig",
@@ -412,41 +412,10 @@ def _validation_error(err: ValidationError, where: str) -> InputError:
 
 
 # --------------------------------------------------------------------------- loading
-def unique_key_loader() -> Any:
-    """A ``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps
-    the last value silently, so a repeated ``detectors:`` would drop the first list)."""
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
-                if isinstance(key, list | dict):
-                    continue  # unhashable: the base class reports it
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} is given twice", key_node.start_mark
-                    )
-                seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-    return UniqueKeyLoader
-
-
 def _read_yaml(path: Path) -> Any:
-    import yaml
-
     if not path.exists():
         raise InputError(f"config file {path} does not exist")
-    text = read_text(path, "config file")
-    try:
-        data = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(f"{path}{where}: invalid YAML ({problem})") from None
+    data = read_yaml(path, "config file")
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of keys at the top level")
     return data
