@@ -14,7 +14,7 @@ from threadpoolctl import ThreadpoolController
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F32, F64, f32, moment_about, prepare_head, row_blocks
+from ._common import F32, F64, f32, moment_about, prepare_head, row_blocks, sgemm
 from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 from ._shared import digest
@@ -121,7 +121,7 @@ class _PrincipalResidual(Detector):
         origin32 = self.origin_.astype(np.float32)
         out = np.empty(h.shape[0], dtype=np.float64)
         for sl in row_blocks(h.shape[0], 8 * h.shape[1] + 8 * self.null_space_.shape[1]):
-            proj = (f32(h[sl]) - origin32) @ self.null_space_
+            proj = sgemm(f32(h[sl]) - origin32, self.null_space_)
             out[sl] = np.sqrt(np.einsum("ij,ij->i", proj, proj, dtype=np.float64))
         return out
 
@@ -164,7 +164,7 @@ class ViM(_PrincipalResidual):
         w32, b = prepare_head(*inputs.head)
         total = 0.0
         for sl in row_blocks(x.shape[0], 4 * x.shape[1] + 12 * w32.shape[0]):
-            z = f32(x[sl]) @ w32.T
+            z = sgemm(x[sl], w32.T)
             total += float((z + b).max(axis=1).sum())
         return total / x.shape[0]
 
