@@ -1,4 +1,4 @@
-"""Benchmark neco, relation, cadref, caref and cfood against literal ports of the released code.
+"""Benchmark neco, relation, cadref, caref, cfood and grood against ports of the released code.
 
 Synthetic ImageNet-like data (as ``bench_detectors.py``): non-negative features
 ``relu(mu_y + 0.3 + noise)`` with sparse class means, the LDA head of the class means and its
@@ -13,12 +13,18 @@ reports the Spearman correlation of the two score vectors. The cfood reference l
 samples in Python (one row of distances at a time): at full size its fit and score loops are
 timed on their first ``--ref-rows`` rows and extrapolated linearly (marked ``*``); its score is
 then computed with the reference's radii for those rows and semshift's for the others, so the
-agreement column checks both halves. Nothing is written to disk.
+agreement column checks both halves. grood's reference back-propagates one sample at a time
+(batches of 32): its gradient loops are timed on their first ``--ref-rows`` training and test
+rows and extrapolated (``*``), semshift's gradients stand in for the other rows, and the
+released search (faiss ``IndexIVFFlat``, nprobe 4, trained on the first 600 batches) runs in
+full; the Spearman of semshift against the same bank searched exactly is printed beside it.
+Nothing is written to disk.
 
 Usage::
 
     python benchmarks/bench_detectors2_openood.py            # full size (3 minutes, 2 cores)
     python benchmarks/bench_detectors2_openood.py --small    # quick check
+    python benchmarks/bench_detectors2_openood.py --only grood
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from semshift import detectors
 
 Array = np.ndarray
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "detectors"
+NAMES = ("neco", "relation", "cadref", "caref", "cfood", "grood")
 
 
 def _load(name: str) -> ModuleType:
@@ -61,7 +68,8 @@ class Data:
         rng = np.random.default_rng(seed)
         means = sparse_means(rng, classes, dim)
         self.w, self.b = lda_head(means[:classes].astype(np.float32))
-        self.h_train = draw(rng, means, rng.integers(0, classes, n_train))
+        self.y_train = rng.integers(0, classes, n_train)
+        self.h_train = draw(rng, means, self.y_train)
         n_ood = n_test // 5
         y_test = np.r_[rng.integers(0, classes, n_test - n_ood),
                        classes + rng.integers(0, classes, n_ood)]  # fmt: skip
@@ -84,7 +92,8 @@ def run_semshift(
     name: str, params: dict[str, Any], data: Data
 ) -> tuple[float, Array, detectors.Detector]:
     cls = detectors.get_class(name)
-    fit = {"features": data.h_train, "logits": data.z_train, "head": (data.w, data.b)}
+    fit = {"features": data.h_train, "logits": data.z_train, "head": (data.w, data.b),
+           "labels": data.y_train}  # fmt: skip
     det = detectors.get(name, **params)
     given = {"features": data.h_test, "logits": data.z_test}
     t_fit, _ = _timed(lambda: det.fit(**{k: v for k, v in fit.items() if k in cls.fit_requires}))
@@ -161,6 +170,57 @@ def ref_cfood(data: Data, ours: detectors.Detector, rows: int) -> tuple[float, A
     return t_fit + t_score, out, fit_rows < n or score_rows < n_test
 
 
+def ref_grood(data: Data, ours: detectors.Detector, rows: int) -> tuple[float, Array, bool]:
+    """OpenOOD's GrOOD (``use_proto_mean``) from the ports in tests/detectors/test_grood.py,
+    with its faiss ``IndexIVFFlat`` search; also prints the agreement with an exact search."""
+    import faiss
+
+    port = _load("test_grood")
+    batch = 32
+    y_train = data.y_train
+    t0 = time.perf_counter()
+    protos, noise = port.reference_prototypes(data.h_train, y_train, data.w.shape[0], batch)
+    t_proto = time.perf_counter() - t0
+    correct = np.flatnonzero(np.argmax(data.z_train, axis=1) == y_train)
+    bank = ours.gradients(data.h_train[correct]).astype(np.float32)  # untimed rows: semshift's
+    test = ours.gradients(data.h_test).astype(np.float32)
+    n_train, n_test = data.h_train.shape[0], data.h_test.shape[0]
+    r_train, r_test = min(rows, n_train), min(rows, n_test)
+    t1 = time.perf_counter()
+    head = port.reference_gradients(protos, noise, data.h_train[:r_train],
+                                    data.z_train[:r_train], y_train[:r_train], batch)  # fmt: skip
+    t_train = (time.perf_counter() - t1) * n_train / r_train
+    t2 = time.perf_counter()
+    zeros = np.zeros((r_test, data.w.shape[0]), dtype=np.float32)
+    head_test = port.reference_gradients(protos, noise, data.h_test[:r_test], zeros, None, batch)
+    t_test = (time.perf_counter() - t2) * n_test / r_test
+    bank[: head.shape[0]] = head.numpy()
+    test[:r_test] = head_test.numpy()
+    # index_grads: IVF over the first min(600, 0.8 n_batches) batches' gradients, then the rest
+    t3 = time.perf_counter()
+    n_batches = -(-n_train // batch)
+    train_batches = min(600, int(n_batches * 0.8))
+    n_first = int(np.searchsorted(correct, train_batches * batch))
+    dim = bank.shape[1]
+    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, int(4 * np.sqrt(train_batches)),
+                               faiss.METRIC_L2)  # fmt: skip
+    index.train(bank[:n_first])
+    index.add(bank)
+    index.nprobe = 4
+    dists, _ = index.search(test, 1)
+    t_search = time.perf_counter() - t3
+    exact = faiss.IndexFlatL2(dim)
+    exact.add(bank)
+    ref_exact = -exact.search(test, 1)[0][:, 0].astype(np.float64)
+    ref = -dists[:, 0].astype(np.float64)
+    ours_s = ours.score(features=data.h_test)
+    rho = scipy.stats.spearmanr(ours_s, ref_exact).statistic
+    print(f"# grood: reference prototypes {t_proto:.1f} s, gradients {t_train + t_test:.0f} s* "
+          f"(train {t_train:.0f}, test {t_test:.0f}), IVF index + search {t_search:.1f} s; "
+          f"Spearman against the same bank searched exactly {rho:.6f}")  # fmt: skip
+    return t_proto + t_train + t_test + t_search, ref, r_train < n_train or r_test < n_test
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--small", action="store_true", help="20,000 x 256, 100 classes")
@@ -170,6 +230,14 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--ref-rows", type=int, default=1000, help="cfood reference loop rows")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=NAMES,
+        choices=NAMES,
+        metavar="NAME",
+        help=f"detectors to run (default: all of {', '.join(NAMES)})",
+    )
     args = parser.parse_args()
     if args.small:
         args.n_train, args.n_test, args.dim, args.classes = 20_000, 2_000, 256, 100
@@ -181,7 +249,7 @@ def main() -> None:
         f"{np.__version__}, python {sys.version.split()[0]}"
     )
     print(f"{'detector':10} {'semshift s':>11} {'reference s':>12} {'ratio':>7} {'spearman':>9}")
-    for name in ("neco", "relation", "cadref", "caref", "cfood"):
+    for name in args.only:
         params: dict[str, Any] = {}
         if name == "neco" and args.dim <= 100:
             params = {"dim": args.dim // 2}
@@ -192,8 +260,10 @@ def main() -> None:
             ref_s, ref, extrapolated = ref_relation(data)
         elif name in ("cadref", "caref"):
             ref_s, ref, extrapolated = ref_cadref(name, data)
-        else:
+        elif name == "cfood":
             ref_s, ref, extrapolated = ref_cfood(data, det, args.ref_rows)
+        else:
+            ref_s, ref, extrapolated = ref_grood(data, det, args.ref_rows)
         rho = scipy.stats.spearmanr(ours[: ref.size], ref).statistic
         mark = "*" if extrapolated else " "
         print(f"{name:10} {ours_s:11.2f} {ref_s:11.2f}{mark} {ref_s / ours_s:7.2f} {rho:9.6f}")

@@ -16,7 +16,7 @@ ISSUE_NAMES = {
 #: added by issue 16 (Detectors 2), post-hoc on stored arrays
 ISSUE_16_NAMES = {
     "nci", "vra", "weighted_ebo", "gmm", "pnml", "mcm", "neco", "relation", "cadref", "caref",
-    "cfood",
+    "cfood", "grood",
 }  # fmt: skip
 #: added by issue 17 (training-based open-set methods): the score of an ARPL-trained model
 ISSUE_17_NAMES = {"arpl"}
