@@ -53,7 +53,13 @@ from semshift.metrics.ranking import (
 )
 from semshift.metrics.registry import MetricSpec, get_metric, list_metrics, register_metric
 from semshift.metrics.shift import level_means, level_trend, shift_grid
-from semshift.metrics.stats import BootstrapCI, DeLongResult, bootstrap_ci, delong_test
+from semshift.metrics.stats import (
+    BootstrapCI,
+    DeLongResult,
+    bootstrap_ci,
+    delong_mean_test,
+    delong_test,
+)
 from semshift.metrics.zsl import GZSLResult, gzsl, per_class_accuracy
 
 __all__ = [
@@ -75,6 +81,7 @@ __all__ = [
     "bootstrap_ci",
     "confusion_matrix",
     "correct_known",
+    "delong_mean_test",
     "delong_test",
     "detection_error",
     "eaurc",

@@ -16,7 +16,7 @@ from semshift.metrics import ranking
 from semshift.metrics._validation import as_bool, as_scores, check_both_classes
 from semshift.metrics.registry import get_metric
 
-__all__ = ["BootstrapCI", "DeLongResult", "bootstrap_ci", "delong_test"]
+__all__ = ["BootstrapCI", "DeLongResult", "bootstrap_ci", "delong_mean_test", "delong_test"]
 
 _BLOCK_ELEMENTS = 1 << 22  # resampled indices held at once (32 MiB of int64)
 
@@ -314,3 +314,79 @@ def delong_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike) -> 
         z = 0.0 if diff == 0 else float(np.copysign(np.inf, diff))
     p = float(2.0 * ndtr(-abs(z)))
     return DeLongResult(z=float(z), p=p, auroc_a=float(auc[0]), auroc_b=float(auc[1]), se=se)
+
+
+def delong_mean_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike) -> DeLongResult:
+    """DeLong's test for the difference of two *mean* AUROCs over k paired replicates.
+
+    Replicate r (a training seed, say) gives both detectors' scores of the same n samples:
+    ``scores_a[r]`` and ``scores_b[r]``. The statistic is ``mean_r AUROC(a_r) - mean_r
+    AUROC(b_r)``, a two-sample U-statistic whose kernel is the mean over replicates of
+    ``psi(a_r(x_i), a_r(y_j)) - psi(b_r(x_i), b_r(y_j))``; its DeLong variance is
+    ``var(W10) / n1 + var(W01) / n0`` with the structural components averaged the same way,
+    ``W10_i = mean_r (V10[a_r]_i - V10[b_r]_i)`` (and W01 over the OOD samples). The samples
+    are the unit of pairing: the replicates share them, and the averaging keeps every
+    correlation between replicates in the variance. The trained models are held fixed, so the
+    test is about these k models on new images, not about a new seed. With k = 1 it is
+    :func:`delong_test` (same z and p).
+
+    Parameters
+    ----------
+    scores_a, scores_b : array_like of float, shape (k, n) or (n,)
+        Normality scores, higher = more in-distribution; row r of both on the same samples.
+    is_ood : array_like of bool, shape (n,)
+        True = OOD; at least two samples of each class.
+
+    Returns
+    -------
+    DeLongResult
+        ``auroc_a`` and ``auroc_b`` are the mean AUROCs over the replicates.
+
+    References
+    ----------
+    .. [1] DeLong, DeLong & Clarke-Pearson, "Comparing the Areas under Two or More Correlated
+       Receiver Operating Characteristic Curves: A Nonparametric Approach", Biometrics 1988.
+
+    Examples
+    --------
+    >>> from semshift.metrics import delong_mean_test, delong_test
+    >>> ood = [False, False, True, True, True]
+    >>> a, b = [4, 3, 2, 1, 0], [4, 1, 2, 3, 0]
+    >>> delong_mean_test([a], [b], ood).p == delong_test(a, b, ood).p
+    True
+    >>> delong_mean_test([a, b], [a, b], ood).p  # the same models: no difference
+    1.0
+    """
+    a = np.atleast_2d(np.asarray(scores_a, dtype=np.float64))
+    b = np.atleast_2d(np.asarray(scores_b, dtype=np.float64))
+    if a.ndim != 2 or a.shape != b.shape or a.shape[0] < 1:
+        raise InputError(
+            f"delong_mean_test: scores_a and scores_b must have the same shape (k, n), got "
+            f"{a.shape} and {b.shape}"
+        )
+    k, n = a.shape
+    rows = [as_scores(r, "scores_a") for r in a] + [as_scores(r, "scores_b") for r in b]
+    m = as_bool(is_ood, "is_ood", n)
+    n1, n0 = check_both_classes(m, "delong_mean_test")
+    if n1 < 2 or n0 < 2:
+        raise InputError(f"delong_mean_test needs >= 2 ID and >= 2 OOD samples, got {n1} and {n0}")
+    s = np.stack(rows)  # (2k, n)
+    x, y = s[:, ~m], s[:, m]
+    tz = rankdata(np.concatenate((x, y), axis=1), axis=1)  # midranks
+    tx = rankdata(x, axis=1)
+    ty = rankdata(y, axis=1)
+    v10 = (tz[:, :n1] - tx) / n0
+    v01 = 1.0 - (tz[:, n1:] - ty) / n1
+    w10 = (v10[:k] - v10[k:]).mean(axis=0)  # exact zeros for identical replicates
+    w01 = (v01[:k] - v01[k:]).mean(axis=0)
+    var = float(np.var(w10, ddof=1) / n1 + np.var(w01, ddof=1) / n0)
+    auc_a = float(np.mean([ranking.auroc(r, m) for r in rows[:k]]))
+    auc_b = float(np.mean([ranking.auroc(r, m) for r in rows[k:]]))
+    diff = auc_a - auc_b
+    se = float(np.sqrt(max(var, 0.0)))
+    if se > 0:
+        z = diff / se
+    else:
+        z = 0.0 if diff == 0 else float(np.copysign(np.inf, diff))
+    p = float(2.0 * ndtr(-abs(z)))
+    return DeLongResult(z=float(z), p=p, auroc_a=auc_a, auroc_b=auc_b, se=se)
