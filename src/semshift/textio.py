@@ -95,9 +95,17 @@ def read_csv(
         raise InputError(f"{what} {path}{where}: not a valid CSV table ({msg})") from None
 
 
+#: Floats YAML 1.2 reads and PyYAML's YAML 1.1 rules leave as text: ``1e-3``, ``2E5`` (an
+#: exponent without a decimal point or without a sign).
+_EXPONENT_FLOAT = r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"
+
+
 def unique_key_loader() -> Any:
     """A ``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps
-    the last value silently, so a repeated ``detectors:`` would drop the first list)."""
+    the last value silently, so a repeated ``detectors:`` would drop the first list) and reads
+    ``1e-3`` as a number, as YAML 1.2 does (PyYAML's YAML 1.1 rules read it as text)."""
+    import re
+
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
@@ -114,6 +122,10 @@ def unique_key_loader() -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
+    # on the subclass only: PyYAML copies the resolver table before adding to it
+    UniqueKeyLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", re.compile(_EXPONENT_FLOAT), list("-+0123456789.")
+    )
     return UniqueKeyLoader
 
 
@@ -127,9 +139,9 @@ def read_yaml(path: str | Path, what: str) -> Any:
     >>> import tempfile, os
     >>> with tempfile.TemporaryDirectory() as d:
     ...     p = os.path.join(d, "c.yaml")
-    ...     _ = open(p, "w", encoding="utf-8").write("a: 1\\nb: [x, y]\\n")
+    ...     _ = open(p, "w", encoding="utf-8").write("a: 1\\nb: [x, y]\\nlr: 1e-3\\n")
     ...     read_yaml(p, "config file")
-    {'a': 1, 'b': ['x', 'y']}
+    {'a': 1, 'b': ['x', 'y'], 'lr': 0.001}
     """
     import yaml
 

@@ -324,7 +324,7 @@ class Table1Config:
             elif key in ("method_params", "scores", "recipe", "data"):
                 if not isinstance(value, Mapping):
                     raise InputError(f"{where}: {key} must be a mapping, got {value!r}")
-                values[key] = _numbers(dict(value)) if key == "recipe" else dict(value)
+                values[key] = dict(value)
             else:
                 values[key] = value
         if isinstance(values.get("outlier_classes"), list):
@@ -345,19 +345,6 @@ class Table1Config:
         if isinstance(self.outlier_classes, tuple):
             out["outlier_classes"] = list(self.outlier_classes)
         return out
-
-
-def _numbers(values: dict[str, Any]) -> dict[str, Any]:
-    """Recipe numbers written ``1e-3`` (YAML 1.1 reads them as text) as floats."""
-    out = {}
-    for k, v in values.items():
-        if isinstance(v, str):
-            try:
-                v = float(v)
-            except ValueError:
-                pass
-        out[k] = v
-    return out
 
 
 def read_table1_config(path: str | Path) -> Table1Config:

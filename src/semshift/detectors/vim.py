@@ -162,9 +162,10 @@ class ViM(_PrincipalResidual):
         """Mean over the training samples of the largest logit ``max_c (W h + b)_c``."""
         x = inputs.get("features")
         w32, b = prepare_head(*inputs.head)
+        w_t = np.ascontiguousarray(w32.T)  # (D, C), once: sgemm takes C-contiguous operands
         total = 0.0
         for sl in row_blocks(x.shape[0], 4 * x.shape[1] + 12 * w32.shape[0]):
-            z = sgemm(x[sl], w32.T)
+            z = sgemm(x[sl], w_t)
             total += float((z + b).max(axis=1).sum())
         return total / x.shape[0]
 

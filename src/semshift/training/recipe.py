@@ -19,7 +19,6 @@ Departures from the reference code, written here because they change numbers:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Integral, Real
@@ -247,7 +246,6 @@ _CONFIG_FILE_CONSTRAINTS: dict[str, list[Constraint | None]] = {
     **{k: v for k, v in TrainConfig._constraints.items() if k in CONFIG_FILE_KEYS},
     "out": [_Text()],
 }
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
@@ -258,9 +256,9 @@ def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
     every key is optional (``semshift train`` options override the file's values). Relative
     paths are relative to the file's folder: always for ``data``, ``outliers``,
     ``test_splits`` and ``out``; for ``classes`` and ``weights`` (also shipped or library
-    names) when that file exists. A recipe number written ``1e-3`` (YAML reads it as text) is
-    taken as the number. Reading the file is the caller's (the CLI's YAML reader refuses a key
-    given twice); this checks what it holds.
+    names) when that file exists. Reading the file is the caller's
+    (:func:`semshift.textio.read_yaml`: a key given twice refused, ``1e-3`` a number); this
+    checks what it holds.
 
     Parameters
     ----------
@@ -284,7 +282,7 @@ def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
     Examples
     --------
     >>> cfg = check_config_file(
-    ...     {"model": "demo-glyphnet", "data": "imgs", "recipe": {"epochs": 2, "lr": "1e-2"}},
+    ...     {"model": "demo-glyphnet", "data": "imgs", "recipe": {"epochs": 2, "lr": 1e-2}},
     ...     "/runs/train.yaml",
     ... )
     >>> cfg["model"], cfg["recipe"], cfg["data"]
@@ -305,11 +303,7 @@ def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
             raise InputError(f"{path}: {key} must be {words}, got {value!r}")
     out = dict(data)
     if "recipe" in out:
-        floats = {f.name for f in fields(Recipe) if f.type in ("float", float)}
-        recipe = {
-            k: float(v) if k in floats and isinstance(v, str) and _NUMBER.fullmatch(v) else v
-            for k, v in out["recipe"].items()
-        }
+        recipe = dict(out["recipe"])
         try:
             Recipe.from_dict(recipe)
         except SemshiftError as err:
