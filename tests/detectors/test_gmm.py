@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
@@ -64,3 +65,34 @@ def test_class_without_samples_is_refused(problem: Any) -> None:
     with pytest.raises(InputError, match=r"^gmm.fit: 1 class\(es\) have fewer than 1 training "
                        r"samples: class id\(s\) 4; every class in \[0, 6\)"):  # fmt: skip
         detectors.get("gmm").fit(features=problem.h_train[keep], labels=problem.y_train[keep])
+
+
+def _plain_log_density(p: Any, reg: float, h: np.ndarray) -> np.ndarray:
+    parts = []
+    for c in np.unique(p.y_train):
+        x = p.h_train[p.y_train == c]
+        cov = np.cov(x, rowvar=False, bias=True) + reg * np.eye(x.shape[1])
+        d = h - x.mean(axis=0)
+        md = np.einsum("ij,jk,ik->i", d, np.linalg.inv(cov), d)
+        logdet = np.linalg.slogdet(cov)[1]
+        log_pdf = -0.5 * (md + logdet + x.shape[1] * math.log(2 * math.pi))
+        parts.append(np.log(len(x) / len(p.h_train)) + log_pdf)
+    return scipy.special.logsumexp(np.stack(parts, axis=1), axis=1)
+
+
+@pytest.mark.parametrize("dense_share", [0.0, 1.0])
+@pytest.mark.parametrize(("reg", "offset"), [(1e-6, 0.0), (1e-6, 1e3), (10.0, 0.0)])
+def test_float32_first_pass_then_float64_agrees_with_float64(
+    monkeypatch: pytest.MonkeyPatch, dense_share: float, reg: float, offset: float
+) -> None:
+    # Scoring screens the classes with float32 products and recomputes in float64 every class
+    # that may come within 50 nats of a row's best: the result is the float64 one, whether the
+    # recomputation goes class by class (dense_share 1) or a whole group at once (0), also
+    # when a large common offset makes float32 products lose digits.
+    gmm_module = importlib.import_module("semshift.detectors.gmm")
+    monkeypatch.setattr(gmm_module, "_DENSE_SHARE", dense_share)
+    p = make_problem(seed=7, dim=48, n_classes=30, n_per_class=12, sep=4.0)
+    p.h_train = p.h_train + offset
+    h = p.h_test + offset
+    det = detectors.get("gmm", reg=reg).fit(features=p.h_train, labels=p.y_train)
+    np.testing.assert_allclose(det.score(features=h), _plain_log_density(p, reg, h), rtol=1e-9)

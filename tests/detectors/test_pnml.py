@@ -68,3 +68,31 @@ def test_agrees_with_pytorch_ood() -> None:
 def test_single_class_head_is_refused(problem: Any) -> None:
     with pytest.raises(InputError, match=r"^pnml.fit: the head must have at least 2 classes$"):
         detectors.get("pnml").fit(features=problem.h_train, head=(problem.w[:1], problem.b[:1]))
+
+
+def test_directions_below_the_float32_cutoff_are_dropped() -> None:
+    # X^T X has eigenvalues ~200, ~100 and ~1e-10 along e_2: below D * eps32 of the largest,
+    # so (X^T X)^+ ignores e_2 (as torch.linalg.pinv of the float32 Gram does) and a test
+    # feature along e_2 has k = 0: g = 0, regret 0, whatever the head says.
+    e2 = np.array([[1.0, 0.0, 1e-5]])
+    h_train = np.concatenate(
+        [np.tile([[1.0, 0.0, 0.0]], (200, 1)), np.tile([[0.0, 1.0, 0.0]], (100, 1)), e2]
+    )
+    w, b = np.array([[0.0, 0.0, 3.0], [0.0, 0.0, -3.0]]), np.zeros(2)
+    det = detectors.get("pnml").fit(features=h_train, head=(w, b))
+    assert det.projection_.shape == (3, 2)
+    np.testing.assert_allclose(det.score(features=np.array([[0.0, 0.0, 2.0]])), [0.0], atol=1e-12)
+
+
+def test_several_gram_chunks_match_float64() -> None:
+    # more training rows than one float32 rank-k update takes: the chunk sums stay float64-close
+    p = make_problem(seed=5, dim=32, n_classes=4, n_per_class=5000)
+    x = p.h_train / np.linalg.norm(p.h_train, axis=1, keepdims=True)
+    proj = np.linalg.pinv(x.T @ x)
+    xt = p.h_test / np.linalg.norm(p.h_test, axis=1, keepdims=True)
+    k = np.einsum("ij,jk,ik->i", xt, proj, xt)
+    g = k / (1 + k)
+    probs = np.clip(scipy.special.softmax(xt @ p.w.T + p.b, axis=1), 1e-12, 1 - 1e-12)
+    expected = [-_regret(pr, gi) for pr, gi in zip(probs, g, strict=True)]
+    ours = detectors.get("pnml").fit(**p.fit_inputs()).score(**p.score_inputs())
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-12)

@@ -23,6 +23,14 @@ from ._registry import register_detector
 __all__ = ["GMM"]
 
 _EPS64 = float(np.finfo(np.float64).eps)
+#: Unit roundoff of float32.
+_U32 = float(np.finfo(np.float32).eps) / 2
+#: Classes whose log density may lie within this many nats of a row's best are recomputed in
+#: float64 (exp(-50) ~ 2e-22 per class left out).
+_MARGIN = 50.0
+#: A class group where more than this share of (row, class) pairs needs recomputing is
+#: recomputed whole, one float64 product instead of one per class.
+_DENSE_SHARE = 0.05
 
 
 def _class_spectrum(x: Any, rows: NDArray[np.intp], mean: F64) -> tuple[F64, F64]:
@@ -68,7 +76,9 @@ class GMM(Detector):
     reg``. With fewer samples per class than dimensions, r_c < n_c and scoring costs
     ``n D sum_c r_c`` instead of ``n C D^2`` (pytorch-ood's batched precision product), with
     ``D sum_c r_c`` stored instead of C D x D precision matrices. The two terms cancel to
-    within ``reg`` of each other's scale, so both are computed in float64.
+    within ``reg`` of each other's scale, so the float32 products of a first pass only select,
+    with a bound on their error, the classes that matter to each row (within 50 nats of its
+    best); those are recomputed in float64 (see ``_score``).
 
     OpenOOD's ``gmm`` postprocessor is a different model: an unsupervised
     ``sklearn.mixture.GaussianMixture`` (EM, a configured number of components, one *tied*
@@ -142,6 +152,8 @@ class GMM(Detector):
         self._center = counts @ self.means_ / n
         self._shifted = self.means_ - self._center
         self._shifted_sq = (self._shifted**2).sum(axis=1)
+        self._shifted_norm = np.sqrt(self._shifted_sq)
+        self._shifted32 = self._shifted.astype(np.float32)
         order = np.argsort(y, kind="stable")
         starts = np.concatenate([[0], np.cumsum(counts)])
 
@@ -159,11 +171,19 @@ class GMM(Detector):
         ):
             blocks, offsets, log_dets = zip(*pool.map(whitening, range(n_classes)), strict=True)
         ranks = [q.shape[1] for q in blocks]
-        self._q = np.ascontiguousarray(np.concatenate(blocks, axis=1))  # (D, sum r_c)
+        # Q^T (sum r_c, D): a class's columns of Q are contiguous rows here
+        self._qt = np.ascontiguousarray(np.concatenate(blocks, axis=1).T)
         del blocks
         self._offsets = np.concatenate(offsets)
         self.ranks_ = np.array(ranks, dtype=np.int64)
         self._col_bounds = np.concatenate([[0], np.cumsum(self.ranks_)])
+        # float32 Q for the first pass of scoring, the norms of its columns for the error bound
+        self._qt32 = self._qt.astype(np.float32)
+        self._q_norms = np.sqrt((self._qt**2).sum(axis=1))
+        self._q_sq_norms = np.zeros(n_classes, dtype=np.float64)
+        nz = self.ranks_ > 0
+        if nz.any():
+            self._q_sq_norms[nz] = np.add.reduceat(self._q_norms**2, self._col_bounds[:-1][nz])
         self.log_dets_ = np.array(log_dets, dtype=np.float64)
         self.log_weights_ = np.log(counts / n)
         # log pi_c - (log det + D log 2 pi) / 2: the part of the log density that is not MD
@@ -179,28 +199,118 @@ class GMM(Detector):
             start = stop
 
     def _score(self, inputs: Inputs) -> Float64Array:
+        """Two passes per row block. First, every (row, class) log density from float32
+        products, with a bound on its error (below); then, in float64, every class that may
+        come within ``_MARGIN`` nats of the row's best. The classes left as approximated lie more
+        than ``_MARGIN`` below the best, so each changes the sum by under exp(-50) of it: the
+        score is the float64 one (the tests check it against a float64 computation).
+
+        With hb = h - centre and u the float32 unit roundoff, a float32 product hb . v (inputs
+        rounded, D terms summed) is off by at most beta ||v||, beta = (D + 3) u ||hb||. The
+        log density -MD/2 + const, MD = (||hb||^2 - 2 hb . s_c + ||s_c||^2) / reg -
+        sum_j p_j^2, p_j = hb . q_j - s_c . q_j, is then off by at most
+        beta ||s_c|| / reg + beta sum_j |p_j| ||q_j|| + beta^2 sum_j ||q_j||^2 / 2.
+        """
         h = inputs.get("features")
         n, d = (int(s) for s in h.shape)
-        n_classes = self.means_.shape[0]
         reg = float(self.reg)
+        beta_unit = 1.01 * (d + 3) * _U32  # 1 % on top for the float64 steps
         out = np.empty(n, dtype=np.float64)
-        for sl in row_blocks(n, 16 * d + 24 * n_classes):
+        buf32 = buf64 = abs64 = np.empty(0)
+        for sl in row_blocks(n, 16 * d + 48 * self.means_.shape[0]):
             hb = np.asarray(h[sl], dtype=np.float64) - self._center
+            hb32 = hb.astype(np.float32)
             rows = hb.shape[0]
-            # ||h - mu_c||^2 / reg, every class at once
-            md = (hb**2).sum(axis=1)[:, None] - 2.0 * (hb @ self._shifted.T)
+            hb_sq = np.einsum("ij,ij->i", hb, hb)
+            beta = beta_unit * np.sqrt(hb_sq)
+            # ||h - mu_c||^2 / reg for every class, from float32 products
+            md = (hb32 @ self._shifted32.T).astype(np.float64)
+            md *= -2.0
+            md += hb_sq[:, None]
             md += self._shifted_sq
             md /= reg
+            # minus the projected part ||(h - mu_c) Q_c||^2; slack collects sum_j |p_j| ||q_j||
+            slack = np.zeros_like(md)
             budget = max(1, _common.BLOCK_BYTES // (8 * rows))
+            if buf32.size < rows * budget:  # reused between blocks: no fresh pages each time
+                buf32 = np.empty(rows * budget, dtype=np.float32)
+                buf64 = np.empty(rows * budget, dtype=np.float64)
+                abs64 = np.empty(rows * budget, dtype=np.float64)
             for start, stop in self._groups(budget):
                 c0, c1 = int(self._col_bounds[start]), int(self._col_bounds[stop])
                 if c1 == c0:
                     continue
-                proj = hb @ self._q[:, c0:c1]
+                shape, size = (rows, c1 - c0), rows * (c1 - c0)
+                p32 = np.matmul(hb32, self._qt32[c0:c1].T, out=buf32[:size].reshape(shape))
+                proj = np.subtract(p32, self._offsets[c0:c1], out=buf64[:size].reshape(shape))
+                classes = np.arange(start, stop)
+                classes = classes[self.ranks_[classes] > 0]
+                at = self._col_bounds[classes] - c0
+                weighted = np.abs(proj, out=abs64[:size].reshape(shape))
+                weighted *= self._q_norms[c0:c1]
+                slack[:, classes] = np.add.reduceat(weighted, at, axis=1)
+                proj *= proj
+                md[:, classes] -= np.add.reduceat(proj, at, axis=1)
+            slack += self._shifted_norm / reg
+            slack *= beta[:, None]
+            slack += 0.5 * beta[:, None] ** 2 * self._q_sq_norms
+            slack += 1e-12 * (np.abs(md) + 1.0)  # float64 rounding of the terms of MD
+            log_density = self._constant - 0.5 * md
+            del md
+            best = log_density.argmax(axis=1)
+            at_best = np.arange(rows), best
+            floor = log_density[at_best] - slack[at_best]
+            recompute = log_density + slack >= floor[:, None] - _MARGIN
+            del slack
+            for start, stop in self._groups(budget):
+                self._recompute(hb, hb_sq, log_density, recompute, start, stop)
+            out[sl] = logsumexp(log_density)
+        return out
+
+    def _recompute(
+        self,
+        hb: F64,
+        hb_sq: F64,
+        log_density: F64,
+        recompute: NDArray[np.bool_],
+        start: int,
+        stop: int,
+    ) -> None:
+        """Overwrite ``log_density[:, start:stop]`` where ``recompute`` says, in float64.
+
+        A group where more than ``_DENSE_SHARE`` of the pairs need it is recomputed whole (one
+        product); otherwise each class takes its own rows.
+        """
+        reg = float(self.reg)
+        c0, c1 = int(self._col_bounds[start]), int(self._col_bounds[stop])
+        sub = recompute[:, start:stop]
+        if sub.mean() > _DENSE_SHARE:
+            md = hb @ self._shifted[start:stop].T
+            md *= -2.0
+            md += hb_sq[:, None]
+            md += self._shifted_sq[start:stop]
+            md /= reg
+            if c1 > c0:
+                proj = hb @ self._qt[c0:c1].T
                 proj -= self._offsets[c0:c1]
                 proj *= proj
                 classes = np.arange(start, stop)
                 classes = classes[self.ranks_[classes] > 0]
-                md[:, classes] -= np.add.reduceat(proj, self._col_bounds[classes] - c0, axis=1)
-            out[sl] = logsumexp(self._constant - 0.5 * md)
-        return out
+                at = self._col_bounds[classes] - c0
+                md[:, classes - start] -= np.add.reduceat(proj, at, axis=1)
+            log_density[:, start:stop] = self._constant[start:stop] - 0.5 * md
+            return
+        classes, members = np.nonzero(sub.T)
+        if classes.size == 0:
+            return
+        classes += start
+        cuts = np.flatnonzero(np.diff(classes)) + 1
+        for c, r in zip(classes[np.r_[0, cuts]], np.split(members, cuts), strict=True):
+            k0, k1 = int(self._col_bounds[c]), int(self._col_bounds[c + 1])
+            rows = hb[r]
+            md = (hb_sq[r] - 2.0 * (rows @ self._shifted[c]) + self._shifted_sq[c]) / reg
+            if k1 > k0:
+                proj = rows @ self._qt[k0:k1].T
+                proj -= self._offsets[k0:k1]
+                md -= np.einsum("ij,ij->i", proj, proj)
+            log_density[r, c] = self._constant[c] - 0.5 * md

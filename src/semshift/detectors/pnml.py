@@ -19,14 +19,13 @@ __all__ = ["PNML"]
 
 #: Floor of a feature norm (``torch.nn.functional.normalize``'s eps).
 _NORM_EPS = 1e-12
+#: Rows per float32 rank-k update of X^T X (syrk runs at 70 % of its one-call speed with 8,192
+#: rows, at 60 % with 2,048); the updates are summed in float64.
+_GRAM_CHUNK = 8192
+#: The pseudo-inverse drops eigenvalues at or below ``D * eps32`` of the largest.
+_EPS32 = float(np.finfo(np.float32).eps)
 #: Probabilities are clamped to [eps, 1 - eps] before the regret (pytorch-ood's eps).
 _PROB_EPS = 1e-12
-
-
-def _unit_rows(x: np.ndarray) -> F64:
-    """Rows of ``x`` divided by ``max(||x||, 1e-12)``, in float64."""
-    x64 = np.asarray(x, dtype=np.float64)
-    return x64 / np.maximum(np.linalg.norm(x64, axis=1), _NORM_EPS)[:, None]
 
 
 def _row_sq(x: np.ndarray) -> F64:
@@ -42,11 +41,12 @@ class PNML(Detector):
     (rows) and ``k = x^T (X^T X)^+ x``, g = k / (1 + k); p = softmax(W x + b), the head applied
     to the normalised feature, clamped to [1e-12, 1 - 1e-12]. The regret is 0 for a test
     feature the training features determine (g = 0) and grows towards 1 as g does. This is
-    pytorch-ood's ``PNML`` (which returns the regret itself); (X^T X)^+ is the pseudo-inverse
-    with the eigenvalues at or below ``max eig * D * eps`` dropped, in float64 (pytorch-ood
-    takes ``pinv`` in float32, whose default cut-off drops eigenvalues below ``D * 1.2e-7``
-    of the largest, so the two differ where X^T X is ill-conditioned). The product W h is
-    shared with max_cosine and mcm (W x = W h / ||h||).
+    pytorch-ood's ``PNML`` (which returns the regret itself). X^T X is built from float32
+    products (rank-k updates of 8,192 rows, summed in float64) and (X^T X)^+ drops the
+    eigenvalues at or below ``D * eps32`` (``D * 1.2e-7``) of the largest, the cut-off of
+    pytorch-ood's float32 ``torch.linalg.pinv``: directions the training features barely span
+    count as not spanned. The product W h is shared with max_cosine and mcm
+    (W x = W h / ||h||).
 
     Departures from the paper's public code, as pytorch-ood: no constant-1 column appended to
     the features, and no term for the component of x outside the span of the training
@@ -91,14 +91,18 @@ class PNML(Detector):
             raise InputError("pnml.fit: the head must have at least 2 classes")
         self._head_token = digest(self._weight)
         x = inputs.get("features")
-        d = int(x.shape[1])
-        gram = np.zeros((d, d), dtype=np.float64, order="F")
-        for sl in row_blocks(x.shape[0], 16 * d):
-            unit = _unit_rows(x[sl])
-            # rank-k update of the upper triangle, accumulated in float64
-            gram = scipy.linalg.blas.dsyrk(1.0, unit.T, beta=1.0, c=gram, overwrite_c=1)
+        n, d = (int(v) for v in x.shape)
+        gram = np.zeros((d, d), dtype=np.float64)
+        buf = np.empty((min(_GRAM_CHUNK, n), d), dtype=np.float32)
+        for start in range(0, n, _GRAM_CHUNK):
+            xb = x[start : start + _GRAM_CHUNK]
+            unit = buf[: xb.shape[0]]
+            inv = 1.0 / np.maximum(np.sqrt(_row_sq(xb)), _NORM_EPS)
+            np.multiply(xb, inv[:, None], out=unit, casting="same_kind")
+            # float32 rank-k update of the upper triangle; the chunks are summed in float64
+            gram += scipy.linalg.blas.ssyrk(1.0, unit.T)
         gram = np.triu(gram) + np.triu(gram, 1).T
-        self.projection_ = f32(pinv_sqrt(gram))
+        self.projection_ = f32(pinv_sqrt(gram, rtol=d * _EPS32))
 
     def _score(self, inputs: Inputs) -> Float64Array:
         h = inputs.get("features")
