@@ -79,6 +79,27 @@ def test_hand_computed_line() -> None:
         np.testing.assert_allclose(got.score(features=q[:1]), [want], rtol=1e-6)
 
 
+def test_val_ood_prototype_is_the_mean_validation_ood_feature() -> None:
+    # OpenOOD's configuration: m = mean of the validation OOD features, here 0.25; the class
+    # prototypes stay -1 and 1, and g(h) = p_m(h) sign(h - m)
+    h, z, y = line_problem()
+    val_ood = np.array([[0.5], [-0.25], [0.5]])
+    det = detectors.get("grood", noise="val_ood").fit(
+        features=h, logits=z, labels=y, val_ood_features=val_ood
+    )
+    np.testing.assert_allclose(det.prototypes_, [[-1.0], [1.0]])
+    np.testing.assert_allclose(det.noise_prototype_, [0.25])
+    q = np.array([[-2.0], [0.0], [0.75], [3.0]])
+    expected = [p_noise(v, (-1.0, 1.0), 0.25) * np.sign(v - 0.25) for v in q[:, 0]]
+    np.testing.assert_allclose(det.gradients(q)[:, 0], expected, rtol=1e-6)
+    bank = det.gradients(h[[0, 1, 2, 4, 5]])[:, 0]  # the correctly classified rows
+    want = [-np.min((g - bank) ** 2) for g in expected]
+    np.testing.assert_allclose(det.score(features=q), want, rtol=1e-5, atol=1e-12)
+    # proto_mean ignores validation OOD features given to it
+    plain = detectors.get("grood").fit(features=h, logits=z, labels=y, val_ood_features=val_ood)
+    np.testing.assert_allclose(plain.noise_prototype_, [0.0], atol=1e-15)
+
+
 def test_gradient_is_the_autograd_gradient() -> None:
     """g(h) is d CE(softmax(-||h - mu_j||), argmax z) / d m, whatever the target class."""
     torch = pytest.importorskip("torch")
@@ -155,9 +176,23 @@ def test_bad_inputs() -> None:
     with pytest.raises(InputError, match=r"^grood.fit: sampling_ratio = 0.1 of n = 6 training "
                        r"rows keeps int\(sampling_ratio \* n\) = 0 rows"):  # fmt: skip
         detectors.get("grood", sampling_ratio=0.1).fit(features=h, logits=z, labels=y)
-    with pytest.raises(InputError, match=r"^grood: noise must be one of 'proto_mean', got "
-                       r"'val_ood'$"):  # fmt: skip
-        detectors.get("grood", noise="val_ood")
+    with pytest.raises(InputError, match=r"^grood: noise must be one of 'proto_mean', "
+                       r"'val_ood', got 'noise'$"):  # fmt: skip
+        detectors.get("grood", noise="noise")
+    with pytest.raises(InputError, match=r"^grood.fit: noise='val_ood' needs `val_ood_features` "
+                       r"\(penultimate features of validation OOD samples, never test OOD; in "
+                       r"a run, the set search.val_ood names\), which was not given; give them "
+                       r"or use noise='proto_mean'$"):  # fmt: skip
+        detectors.get("grood", noise="val_ood").fit(features=h, logits=z, labels=y)
+    with pytest.raises(InputError, match=r"^grood.fit: `val_ood_features` have dimension 2 but "
+                       r"the features have 1$"):  # fmt: skip
+        detectors.get("grood", noise="val_ood").fit(
+            features=h, logits=z, labels=y, val_ood_features=np.zeros((3, 2))
+        )
+    with pytest.raises(InputError, match=r"^grood.fit: `val_ood_features` contains 1 NaN"):
+        detectors.get("grood", noise="val_ood").fit(
+            features=h, logits=z, labels=y, val_ood_features=np.array([[0.0], [np.nan]])
+        )
     det = detectors.get("grood").fit(features=h, logits=z, labels=y)
     with pytest.raises(InputError, match=r"grood.score: feature dimension 2 does not match"):
         det.score(features=np.zeros((3, 2)))
@@ -220,11 +255,15 @@ def reference_gradients(protos: Any, noise: Any, h: np.ndarray, z: np.ndarray,
 
 
 def reference_grood(h_train: np.ndarray, z_train: np.ndarray, y_train: np.ndarray,
-                    h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The scores (``postprocess``, exact search) and the bank of gradients (``index_grads``)."""
+                    h: np.ndarray, val_ood: np.ndarray | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The scores (``postprocess``, exact search) and the bank of gradients (``index_grads``);
+    with ``val_ood`` (``use_val_ood``) the OOD prototype is the mean of those features."""
     torch = pytest.importorskip("torch")
     n_classes = z_train.shape[1]
     protos, noise = reference_prototypes(h_train, y_train, n_classes)
+    if val_ood is not None:
+        noise = torch.from_numpy(val_ood.astype(np.float32)).mean(0).view(-1)
     bank = reference_gradients(protos, noise, h_train, z_train, y_train)
     # postprocess scores every row (data_alone); its pseudo labels do not enter the gradient
     test_grads = reference_gradients(protos, noise, h, np.zeros((h.shape[0], n_classes)), None)
@@ -241,6 +280,19 @@ def test_agrees_with_released_code(seed: int) -> None:
     ref, bank = reference_grood(problem.h_train, problem.z_train, problem.y_train, problem.h_test)
     correct = np.argmax(problem.z_train, axis=1) == problem.y_train
     np.testing.assert_allclose(det.gradients(problem.h_train[correct]), bank, atol=2e-6)
+    np.testing.assert_allclose(ours, ref, rtol=1e-3, atol=1e-8)
+    assert scipy.stats.spearmanr(ours, ref).statistic >= 0.999
+
+
+def test_val_ood_agrees_with_released_code() -> None:
+    problem = make_problem(seed=2, dim=16, n_classes=5, n_per_class=50)
+    val_ood = make_problem(seed=12, dim=16, n_classes=5, n_per_class=10).h_test[-40:]
+    fit = {"features": problem.h_train, "logits": problem.z_train, "labels": problem.y_train}
+    det = detectors.get("grood", noise="val_ood").fit(**fit, val_ood_features=val_ood)
+    ours = det.score(features=problem.h_test)
+    ref, _ = reference_grood(
+        problem.h_train, problem.z_train, problem.y_train, problem.h_test, val_ood=val_ood
+    )
     np.testing.assert_allclose(ours, ref, rtol=1e-3, atol=1e-8)
     assert scipy.stats.spearmanr(ours, ref).statistic >= 0.999
 

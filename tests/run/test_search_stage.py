@@ -210,3 +210,48 @@ def test_the_config_round_trips_through_results_json(searched):
         "val_ood": "valood", "objective": "auroc", "max_combinations": 256,
         "detectors": [{"name": "knn", "params": {"k": [1, 10, 50]}}],
     }  # fmt: skip
+
+
+def test_grood_val_ood_takes_its_prototype_from_the_validation_ood_set(stores, tmp_path):
+    # OpenOOD's configured GrOOD: the OOD prototype is the mean feature of the validation OOD
+    # set (search.val_ood, leak-checked against the test sets); searched and fitted on it
+    grood = {"name": "grood", "params": {"noise": "val_ood"}}
+    cfg = search_config(stores, tmp_path / "out", detectors=["msp", grood])
+    cfg["search"]["detectors"] = [{"name": "grood", "params": {"k": [1, 3]}}]
+    result = run(cfg, progress=False)
+    assert not result.errors
+    f_train, z_train = _arrays(stores["train"], "features", "logits")
+    y_train = open_store(stores["train"]).labels
+    (f_ood,) = _arrays(stores["valood"], "features")
+    (f_test,) = _arrays(stores["test"], "features")
+    k = result.provenance["notes"]["search"]["chosen"]["grood"]["k"]
+    det = detectors.get("grood", k=k, noise="val_ood").fit(
+        features=f_train, logits=z_train, labels=y_train, val_ood_features=f_ood
+    )
+    np.testing.assert_allclose(det.noise_prototype_, f_ood.astype(np.float64).mean(axis=0))
+    scores = pd.read_parquet(result.output / "scores" / "id_test.parquet")
+    np.testing.assert_allclose(scores["score:grood"].to_numpy(), det.score(features=f_test))
+    # a different validation OOD set is a different fit
+    key = result.provenance["stages"]["score"]["keys"]["main"]["detectors"]["grood"]
+    proto = {"name": "grood", "params": {"noise": "proto_mean"}}
+    other_cfg = search_config(stores, tmp_path / "out2", detectors=["msp", proto])
+    other_cfg["search"]["detectors"] = cfg["search"]["detectors"]
+    other = run(other_cfg, progress=False)
+    assert other.provenance["stages"]["score"]["keys"]["main"]["detectors"]["grood"] != key
+
+
+def test_grood_val_ood_without_a_validation_ood_set_fails_its_fit_only(stores, tmp_path):
+    grood = {"name": "grood", "params": {"noise": "val_ood"}}
+    cfg = search_config(stores, tmp_path / "out", detectors=["msp", grood])
+    del cfg["search"]
+    del cfg["data"]["sets"]["valood"]
+    result = run(cfg, progress=False)
+    assert any(
+        e.startswith(
+            "detector grood: fit failed on id_train: grood.fit: noise='val_ood' needs "
+            "`val_ood_features`"
+        )
+        for e in result.errors
+    ), result.errors
+    scores = pd.read_parquet(result.output / "scores" / "id_test.parquet")
+    assert scores["score:msp"].notna().all() and scores["score:grood"].isna().all()

@@ -40,6 +40,9 @@ INPUT_NAMES: dict[str, str] = {
     "labels": "integer class labels in [0, C), array (n,)",
     "val_logits": "logits of labelled ID validation samples, array (m, C)",
     "val_labels": "integer labels of the validation samples in [0, C), array (m,)",
+    "val_ood_features": (
+        "penultimate features of validation OOD samples (never test OOD), array (m, D)"
+    ),
 }
 #: Where a detector runs: ``"post_hoc"`` on stored logits/features (fitted and scored by this
 #: package), ``"model"`` during feature extraction, with the network and the images.
@@ -222,6 +225,16 @@ def validate_inputs(
             agree_classes(name, int(arr.shape[1]))
         out.arrays[name] = arr
 
+    if "val_ood_features" in needed:
+        arr = _real_array("val_ood_features", given["val_ood_features"], 2, owner)
+        check_finite("val_ood_features", arr, owner)
+        if out.n_features is not None and out.n_features != arr.shape[1]:
+            raise InputError(
+                f"{owner}: `val_ood_features` have dimension {arr.shape[1]} but the features "
+                f"have {out.n_features}"
+            )
+        out.arrays["val_ood_features"] = arr
+
     rows: dict[str, int] = {
         name: int(out.arrays[name].shape[0]) for name in ("logits", "features") if name in needed
     }
@@ -304,6 +317,9 @@ class Detector:
     _parameter_constraints: ClassVar[ParamConstraints] = {}
     search_space: ClassVar[SearchSpace] = {}
     fit_requires: ClassVar[frozenset[str]] = frozenset()
+    #: Inputs :meth:`fit` uses when given (validated then) and does without otherwise, for
+    #: options that need them (GrOOD's validation-OOD prototype); not part of ``requires``.
+    fit_accepts: ClassVar[frozenset[str]] = frozenset()
     score_requires: ClassVar[frozenset[str]] = frozenset()
     requires: ClassVar[frozenset[str]] = frozenset()
     #: Detectors with the same group may share their fit's main computation (see
@@ -312,7 +328,7 @@ class Detector:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        unknown = (cls.fit_requires | cls.score_requires) - INPUT_NAMES.keys()
+        unknown = (cls.fit_requires | cls.fit_accepts | cls.score_requires) - INPUT_NAMES.keys()
         if unknown or not cls.score_requires <= _SCORE_INPUTS:
             raise TypeError(f"{cls.__name__}: bad requires declaration {sorted(unknown)}")
         cls.requires = cls.fit_requires | cls.score_requires
@@ -350,9 +366,11 @@ class Detector:
         labels: IntArray | None = None,
         val_logits: FloatArray | None = None,
         val_labels: IntArray | None = None,
+        val_ood_features: FloatArray | None = None,
         shared: SharedResults | None = None,
     ) -> Self:
-        """Fit on in-distribution data; inputs not in ``fit_requires`` are ignored.
+        """Fit on in-distribution data; inputs in neither ``fit_requires`` nor ``fit_accepts``
+        are ignored.
 
         Parameters
         ----------
@@ -368,6 +386,9 @@ class Detector:
             Logits of labelled ID validation samples.
         val_labels : int array (m,), optional
             Their labels, in [0, C).
+        val_ood_features : array (m, D), optional
+            Penultimate features of validation OOD samples (disjoint from every test OOD
+            class), for detectors that accept them.
         shared : SharedResults, optional
             Quantities shared with other detectors fitted on the very same input objects (the
             class statistics of mahalanobis and rmd, the principal subspace of vim and
@@ -385,11 +406,13 @@ class Detector:
             "labels": labels,
             "val_logits": val_logits,
             "val_labels": val_labels,
+            "val_ood_features": val_ood_features,
         }
         owner = f"{self.name}.fit"
+        needed = self.fit_requires | {k for k in self.fit_accepts if given.get(k) is not None}
         if shared is not None:
             shared.check({k: v for k, v in given.items() if k in self.fit_requires}, owner)
-        inputs = validate_inputs(owner, self.fit_requires, given, shared=shared)
+        inputs = validate_inputs(owner, needed, given, shared=shared)
         inputs.shared = shared
         self._fit(inputs)
         self.n_classes_ = inputs.n_classes

@@ -214,11 +214,12 @@ def fit_many(
 ) -> ManyFits:
     """Fit every detector on the same ``inputs``, side by side in threads.
 
-    Each detector receives the inputs its ``fit_requires`` names. Detectors that fit on
-    features (covariances, eigendecompositions, banks) start first, and what several of them
-    learn alike is computed once (:class:`SharedResults`: the class statistics of mahalanobis
-    and rmd, the principal subspace of vim and residual with the same ``dim``). A detector
-    that raises is reported in ``errors``; the others are still fitted. The fitted states are
+    Each detector receives the inputs its ``fit_requires`` and ``fit_accepts`` name.
+    Detectors that fit on features (covariances, eigendecompositions, banks) start first, and
+    what several of them learn alike is computed once (:class:`SharedResults`: the class
+    statistics of mahalanobis and rmd, the principal subspace of vim and residual with the
+    same ``dim``). A detector that raises is reported in ``errors``; the others are still
+    fitted. The fitted states are
     those of each detector's own ``fit`` with one BLAS thread, whatever the number of worker
     threads above one and whichever detectors are fitted together (``threads=1`` keeps the
     process's BLAS threads: eigenvector bases may then differ, scores only by rounding).
@@ -255,7 +256,8 @@ def fit_many(
         det = detectors[name]
         t0 = time.perf_counter()
         try:
-            det.fit(**{k: v for k, v in inputs.items() if k in det.fit_requires}, shared=shared)
+            wanted = det.fit_requires | det.fit_accepts
+            det.fit(**{k: v for k, v in inputs.items() if k in wanted}, shared=shared)
             out.fitted[name] = det
         except Exception as err:  # reported per detector; the others go on
             out.errors[name] = err

@@ -17,8 +17,9 @@ from ._search import BACKENDS, InnerProductIndex, resolve_backend
 
 __all__ = ["GrOOD"]
 
-#: The noise (OOD) prototypes computable from stored ID arrays (docs/methods.md#grood).
-NOISE_PROTOTYPES = ("proto_mean",)
+#: The noise (OOD) prototypes (docs/methods.md#grood): the mean of the class prototypes, or the
+#: mean feature of validation OOD samples (``val_ood_features``, OpenOOD v1.5's configuration).
+NOISE_PROTOTYPES = ("proto_mean", "val_ood")
 
 
 @register_detector
@@ -45,11 +46,14 @@ class GrOOD(Detector):
     ``-||g_j||^2 / 2`` so that the largest inner product is the nearest gradient), and the
     k-th distance is recomputed in float64.
 
-    Departures (docs/methods.md#grood): OpenOOD v1.5's configured OOD prototype
-    (``use_val_ood: True``) is the mean feature of at least 100 validation OOD images, and the
-    paper's comes from synthetic images (mixup of early-layer features, or blurred uniform
-    noise); stored ID arrays hold neither, so semshift offers OpenOOD's ``use_proto_mean``
-    option, m = the mean of the class prototypes (``noise="proto_mean"``). OpenOOD searches an
+    The OOD prototype: OpenOOD v1.5's configuration (``use_val_ood: True``) takes the mean
+    feature of validation OOD images, ``noise="val_ood"`` here (fit then needs
+    ``val_ood_features``; in a run, the features of the set ``search.val_ood`` names, checked
+    disjoint from every test OOD class). The default, ``noise="proto_mean"``, is OpenOOD's
+    ``use_proto_mean`` option, m = the mean of the class prototypes, which needs ID arrays
+    only. Departures (docs/methods.md#grood): the paper's prototype comes from synthetic images
+    (mixup of early-layer features, or blurred uniform noise), which stored features do not
+    hold. OpenOOD searches an
     approximate ``IndexIVFFlat`` (nprobe 4) and always takes the nearest neighbour whatever
     ``k``; semshift's search is exact and uses ``k``. With ``sampling_ratio < 1`` OpenOOD
     takes the first batches of a shuffled loader; semshift the evenly spaced rows
@@ -61,8 +65,9 @@ class GrOOD(Detector):
         Which nearest bank gradient (OpenOOD's ``k: 1``).
     sampling_ratio : float, default 1.0
         Fraction of the training rows used for the prototypes and the bank.
-    noise : {"proto_mean"}, default "proto_mean"
-        The OOD prototype: the mean of the class prototypes.
+    noise : {"proto_mean", "val_ood"}, default "proto_mean"
+        The OOD prototype: the mean of the class prototypes, or the mean of the validation
+        OOD features given to fit (``val_ood_features``).
     backend : {"auto", "numpy", "faiss"}, default "auto"
         Search backend; ``"auto"`` uses faiss when importable.
 
@@ -80,8 +85,8 @@ class GrOOD(Detector):
     Raises
     ------
     InputError
-        (fit) A class has no training row among those used, or the bank has fewer than k
-        gradients.
+        (fit) A class has no training row among those used, the bank has fewer than k
+        gradients, or ``noise="val_ood"`` without ``val_ood_features``.
 
     Examples
     --------
@@ -102,6 +107,7 @@ class GrOOD(Detector):
 
     name = "grood"
     fit_requires = frozenset({"features", "logits", "labels"})
+    fit_accepts = frozenset({"val_ood_features"})
     score_requires = frozenset({"features"})
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "k": [Interval(Integral, 1, None, closed="left")],  # k <= bank size is checked in fit
@@ -157,7 +163,7 @@ class GrOOD(Detector):
                 f"[0, {n_classes}) or a larger sampling_ratio"
             )
         self.prototypes_: F64 = class_sums(x, y, n_classes) / counts[:, None]
-        self.noise_prototype_: F64 = self.prototypes_.mean(axis=0)  # noise="proto_mean"
+        self.noise_prototype_: F64 = self._noise_prototype(inputs)
         centred = self.prototypes_ - self.noise_prototype_
         self._centred32: F32 = np.ascontiguousarray(centred, dtype=np.float32)
         self._sq_centred: F64 = np.einsum("ij,ij->i", centred, centred)
@@ -177,6 +183,19 @@ class GrOOD(Detector):
         self.n_bank_ = int(correct.size)
         self.backend_ = resolve_backend("grood", self.backend)
         self._index = InnerProductIndex(bank, self.backend_)
+
+    def _noise_prototype(self, inputs: Inputs) -> F64:
+        """The OOD prototype m (D,), float64, that ``noise`` names."""
+        if self.noise == "proto_mean":
+            return self.prototypes_.mean(axis=0)
+        if "val_ood_features" not in inputs.arrays:
+            raise InputError(
+                "grood.fit: noise='val_ood' needs `val_ood_features` (penultimate features of "
+                "validation OOD samples, never test OOD; in a run, the set search.val_ood "
+                "names), which was not given; give them or use noise='proto_mean'"
+            )
+        ood = inputs.get("val_ood_features")
+        return np.asarray(ood.sum(axis=0, dtype=np.float64) / ood.shape[0], dtype=np.float64)
 
     def gradients(self, h: np.ndarray) -> F64:
         """The gradients g(h) (n, D), float64, of feature rows ``h`` (n, D) (after ``fit``)."""

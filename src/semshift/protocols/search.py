@@ -294,8 +294,8 @@ def search_detector(
         A post-hoc detector.
     fit_inputs : mapping
         Keyword arguments of :meth:`~semshift.detectors.Detector.fit` (``logits``,
-        ``features``, ``head``, ``labels``, ``val_logits``, ``val_labels``); each combination
-        receives those its detector needs.
+        ``features``, ``head``, ``labels``, ``val_logits``, ``val_labels``,
+        ``val_ood_features``); each combination receives those its detector needs or accepts.
     id_val, val_ood : mapping
         Score inputs (``logits`` and/or ``features``) of the ID validation set and of the
         validation OOD set.
@@ -357,7 +357,8 @@ def search_detector(
     n_id = _rows(id_val, need, "the ID validation set")
     n_ood = _rows(val_ood, need, "the validation OOD set")
     is_ood = np.concatenate([np.zeros(n_id, bool), np.ones(n_ood, bool)])
-    fit_kw = {k: v for k, v in fit_inputs.items() if k in cls.fit_requires and v is not None}
+    wanted = cls.fit_requires | cls.fit_accepts
+    fit_kw = {k: v for k, v in fit_inputs.items() if k in wanted and v is not None}
     id_kw = {k: v for k, v in id_val.items() if k in need and v is not None}
     ood_kw = {k: v for k, v in val_ood.items() if k in need and v is not None}
     trials: list[Trial] = []

@@ -170,12 +170,19 @@ class _WorldScorer:
     """Fits and scores every detector of one world, through the cache."""
 
     def __init__(
-        self, ctx: RunContext, world: World, chosen: Mapping[str, Mapping[str, Any]]
+        self,
+        ctx: RunContext,
+        world: World,
+        chosen: Mapping[str, Mapping[str, Any]],
+        val_ood: Source | None = None,
     ) -> None:
         self.ctx = ctx
         self.cache = ctx.cache
         self.world = world
         self.chosen = chosen
+        # the search's validation OOD set (checked disjoint from every test OOD class): its
+        # features go to the detectors that accept `val_ood_features`
+        self.val_ood = val_ood
         self.model_level = set(model_level_detectors())
         self.errors: dict[str, dict[str, str]] = {s.name: {} for s in world.scored}
 
@@ -253,6 +260,11 @@ class _WorldScorer:
             needs_val = not model_level and bool(
                 D.get_class(name).fit_requires & {"val_logits", "val_labels"}
             )
+            gets_ood = (
+                not model_level
+                and self.val_ood is not None
+                and "val_ood_features" in D.get_class(name).fit_accepts
+            )
             fit_keys[name] = stable_hash(
                 {
                     "detector": name,
@@ -260,6 +272,7 @@ class _WorldScorer:
                     "params": D.get(name, **params).get_params(),
                     "train": None if model_level else world.train.key,
                     **(val_desc if needs_val else {}),
+                    **({"val_ood": self.val_ood.key} if gets_ood and self.val_ood else {}),
                     "semshift": __version__,
                 }
             )
@@ -366,6 +379,14 @@ class _WorldScorer:
         if "head" in need and world.train.store.has_head:
             inputs["head"] = world.train.store.head
         inputs["labels"] = train.labels
+        accepts = {a for n, _ in to_fit for a in D.get_class(n).fit_accepts}
+        ood = self.val_ood
+        if (
+            "val_ood_features" in accepts
+            and ood is not None
+            and "features" in ood.store.array_names
+        ):
+            inputs["val_ood_features"] = np.ascontiguousarray(ood.selection.arrays("features")[0])
         if need & {"val_logits", "val_labels"}:
             if world.val is not None:
                 val = world.val.selection
@@ -597,7 +618,9 @@ def run_score(
     """
     chosen = chosen or {}
     with ctx.stage("score") as rec:
-        result = ScoreStage(_WorldScorer(ctx, extracted.main, chosen).run(rec))
+        search = ctx.cfg.search
+        val_ood = extracted.sources.get(search.val_ood) if search is not None else None
+        result = ScoreStage(_WorldScorer(ctx, extracted.main, chosen, val_ood).run(rec))
         for seed, world in extracted.random_worlds.items():
             result.random[seed] = _WorldScorer(ctx, world, chosen).run(rec)
     return result

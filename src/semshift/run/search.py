@@ -199,6 +199,10 @@ class _Inputs:
                     self._fit["head"] = train.store.head
             elif name == "labels":
                 self._fit["labels"] = train.selection.labels
+            elif name == "val_ood_features":
+                if "features" in self.val_ood.store.array_names:
+                    sel = self.val_ood.selection
+                    self._fit[name] = np.ascontiguousarray(sel.arrays("features")[0])
             elif name in ("val_logits", "val_labels"):
                 val = self.world.val
                 assert val is not None
@@ -270,7 +274,7 @@ def run_search(ctx: RunContext, extracted: ExtractStage) -> SearchStage:
                 else:
                     result = search_detector(
                         name,
-                        fit_inputs=inputs.fit_inputs(cls.fit_requires),
+                        fit_inputs=inputs.fit_inputs(cls.fit_requires | cls.fit_accepts),
                         id_val=inputs.score_inputs("id_val", cls.score_requires),
                         val_ood=inputs.score_inputs("val_ood", cls.score_requires),
                         space=space,
