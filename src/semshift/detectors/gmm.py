@@ -169,17 +169,22 @@ class GMM(Detector):
             threadpool_limits(limits=1, user_api="blas"),
             ThreadPoolExecutor(default_threads()) as pool,
         ):
-            blocks, offsets, log_dets = zip(*pool.map(whitening, range(n_classes)), strict=True)
-        ranks = [q.shape[1] for q in blocks]
-        # Q^T (sum r_c, D): a class's columns of Q are contiguous rows here
-        self._qt = np.ascontiguousarray(np.concatenate(blocks, axis=1).T)
+            parts, offsets, log_dets = zip(*pool.map(whitening, range(n_classes)), strict=True)
+        blocks = list(parts)
+        del parts
+        self.ranks_ = np.array([q.shape[1] for q in blocks], dtype=np.int64)
+        self._col_bounds = np.concatenate([[0], np.cumsum(self.ranks_)])
+        # Q^T (sum r_c, D): a class's columns of Q are contiguous rows here; each block is
+        # released once copied, so Q is held about once, not twice
+        self._qt = np.empty((int(self._col_bounds[-1]), d), dtype=np.float64)
+        for c in range(n_classes):
+            self._qt[self._col_bounds[c] : self._col_bounds[c + 1]] = blocks[c].T
+            blocks[c] = None
         del blocks
         self._offsets = np.concatenate(offsets)
-        self.ranks_ = np.array(ranks, dtype=np.int64)
-        self._col_bounds = np.concatenate([[0], np.cumsum(self.ranks_)])
         # float32 Q for the first pass of scoring, the norms of its columns for the error bound
         self._qt32 = self._qt.astype(np.float32)
-        self._q_norms = np.sqrt((self._qt**2).sum(axis=1))
+        self._q_norms = np.sqrt(np.einsum("ij,ij->i", self._qt, self._qt))
         self._q_sq_norms = np.zeros(n_classes, dtype=np.float64)
         nz = self.ranks_ > 0
         if nz.any():
