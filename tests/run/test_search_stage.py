@@ -255,3 +255,23 @@ def test_grood_val_ood_without_a_validation_ood_set_fails_its_fit_only(stores, t
     ), result.errors
     scores = pd.read_parquet(result.output / "scores" / "id_test.parquet")
     assert scores["score:msp"].notna().all() and scores["score:grood"].isna().all()
+
+
+def test_grood_val_ood_in_random_model_worlds_uses_their_own_validation_ood_set(stores, tmp_path):
+    # the sanity check's random-model world has its own copy of the validation OOD set (here
+    # precomputed stores: the trained features again), so its grood fits like the main one
+    grood = {"name": "grood", "params": {"noise": "val_ood"}}
+    cfg = search_config(stores, tmp_path / "out", detectors=["msp", grood])
+    cfg["search"]["detectors"] = [{"name": "grood", "params": {"k": [1, 3]}}]
+    random_stores = {"id_train": str(stores["train"]), "id_test": str(stores["test"]),
+                     "valood": str(stores["valood"]), "far": str(stores["far"])}  # fmt: skip
+    cfg["protocols"] = {"osr": {}, "sanity": {"stores": {0: random_stores}}}
+    result = run(cfg, progress=False)
+    assert not result.errors
+    table = result.results
+    san = table[(table.protocol == "sanity") & (table.metric == "auroc") & (table.set == "far")]
+    osr = table[(table.protocol == "osr") & (table.metric == "auroc") & (table.set == "far")]
+    assert set(san["detector"]) == {"msp", "grood"}
+    assert san.set_index("detector")["value"].to_dict() == pytest.approx(
+        osr.set_index("detector")["value"].to_dict()
+    )

@@ -195,7 +195,9 @@ class World:
     """The sources scored together: the configured model or one random-init copy.
 
     ``evals`` are the evaluated sets, id_test first; ``calibration`` is id_val when a
-    protocol needs it scored (its threshold or calibration set), else None.
+    protocol needs it scored (its threshold or calibration set), else None; ``val_ood`` is the
+    search's validation OOD set (taken out of ``evals``, never evaluated), whose features fit
+    the detectors that accept ``val_ood_features``.
     """
 
     tag: str  # "main" or "seed<k>"
@@ -203,6 +205,7 @@ class World:
     val: Source | None
     evals: list[Source]
     calibration: Source | None = None
+    val_ood: Source | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # score time per detector so far
 
     @property

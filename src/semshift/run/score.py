@@ -170,19 +170,16 @@ class _WorldScorer:
     """Fits and scores every detector of one world, through the cache."""
 
     def __init__(
-        self,
-        ctx: RunContext,
-        world: World,
-        chosen: Mapping[str, Mapping[str, Any]],
-        val_ood: Source | None = None,
+        self, ctx: RunContext, world: World, chosen: Mapping[str, Mapping[str, Any]]
     ) -> None:
         self.ctx = ctx
         self.cache = ctx.cache
         self.world = world
         self.chosen = chosen
-        # the search's validation OOD set (checked disjoint from every test OOD class): its
-        # features go to the detectors that accept `val_ood_features`
-        self.val_ood = val_ood
+        # the search's validation OOD set (checked disjoint from every test OOD class), as
+        # this world's model saw it: its features go to the detectors that accept
+        # `val_ood_features`
+        self.val_ood = world.val_ood
         self.model_level = set(model_level_detectors())
         self.errors: dict[str, dict[str, str]] = {s.name: {} for s in world.scored}
 
@@ -618,9 +615,7 @@ def run_score(
     """
     chosen = chosen or {}
     with ctx.stage("score") as rec:
-        search = ctx.cfg.search
-        val_ood = extracted.sources.get(search.val_ood) if search is not None else None
-        result = ScoreStage(_WorldScorer(ctx, extracted.main, chosen, val_ood).run(rec))
+        result = ScoreStage(_WorldScorer(ctx, extracted.main, chosen).run(rec))
         for seed, world in extracted.random_worlds.items():
             result.random[seed] = _WorldScorer(ctx, world, chosen).run(rec)
     return result

@@ -239,7 +239,8 @@ def run_search(ctx: RunContext, extracted: ExtractStage) -> SearchStage:
     with ctx.stage("search") as rec:
         worlds = [extracted.main, *extracted.random_worlds.values()]
         val_ood = extracted.sources[search.val_ood]
-        for w in worlds:  # searched on, never evaluated
+        for w in worlds:  # searched on, never evaluated (each world keeps its own copy)
+            w.val_ood = next((s for s in w.evals if s.name == search.val_ood), None)
             w.evals = [s for s in w.evals if s.name != search.val_ood]
         world = extracted.main
         checked = _check_leaks(ctx, world, val_ood)
