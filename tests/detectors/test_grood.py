@@ -133,10 +133,14 @@ def test_sampling_ratio_takes_evenly_spaced_rows() -> None:
     )
 
 
-def test_id_scores_higher_than_ood() -> None:
+@pytest.mark.parametrize("noise", ["proto_mean", "val_ood"])
+def test_id_scores_higher_than_ood(noise: str) -> None:
     problem = make_problem(seed=1, dim=64, n_classes=8, n_per_class=80, n_test_id=150,
                            n_test_ood=150)  # fmt: skip
-    det = detectors.get("grood").fit(**problem.fit_inputs())
+    # validation OOD features from another mixture (never the test rows)
+    val_ood = make_problem(seed=11, dim=64, n_classes=8, n_per_class=10, n_test_ood=100)
+    extra = {"val_ood_features": val_ood.h_test[val_ood.is_ood]} if noise == "val_ood" else {}
+    det = detectors.get("grood", noise=noise).fit(**problem.fit_inputs(), **extra)
     scores = det.score(features=problem.h_test)
     assert roc_auc_score(~problem.is_ood, scores) > 0.9
     # the training rows of the bank score 0, the maximum
