@@ -252,6 +252,31 @@ class DeLongResult:
     se: float
 
 
+def _structural_components(
+    s: NDArray[np.float64], m: NDArray[np.bool_], n1: int, n0: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """DeLong's V10 (rows, n_id) and V01 (rows, n_ood) of each row of scores ``s`` (rows, n)
+    from midranks (Sun & Xu); ``m`` marks the OOD samples, n1 ID and n0 OOD of them."""
+    x, y = s[:, ~m], s[:, m]
+    tz = rankdata(np.concatenate((x, y), axis=1), axis=1)  # midranks
+    tx = rankdata(x, axis=1)
+    ty = rankdata(y, axis=1)
+    return (tz[:, :n1] - tx) / n0, 1.0 - (tz[:, n1:] - ty) / n1
+
+
+def _delong_result(auc_a: float, auc_b: float, var: float) -> DeLongResult:
+    """z and the two-sided p of ``auc_a - auc_b`` with variance ``var`` (z = 0 and p = 1 for
+    equal AUROCs with zero variance, z = +-inf otherwise)."""
+    diff = auc_a - auc_b
+    se = float(np.sqrt(max(var, 0.0)))
+    if se > 0:
+        z = diff / se
+    else:
+        z = 0.0 if diff == 0 else float(np.copysign(np.inf, diff))
+    p = float(2.0 * ndtr(-abs(z)))
+    return DeLongResult(z=float(z), p=p, auroc_a=auc_a, auroc_b=auc_b, se=se)
+
+
 def delong_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike) -> DeLongResult:
     """DeLong's test for the difference of two correlated AUROCs (same samples, two detectors).
 
@@ -295,25 +320,13 @@ def delong_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike) -> 
     if n1 < 2 or n0 < 2:
         raise InputError(f"delong_test needs >= 2 ID and >= 2 OOD samples, got {n1} and {n0}")
     s = np.stack((a, b))  # (2, n)
-    x, y = s[:, ~m], s[:, m]
-    tz = rankdata(np.concatenate((x, y), axis=1), axis=1)  # midranks
-    tx = rankdata(x, axis=1)
-    ty = rankdata(y, axis=1)
-    v10 = (tz[:, :n1] - tx) / n0
-    v01 = 1.0 - (tz[:, n1:] - ty) / n1
+    v10, v01 = _structural_components(s, m, n1, n0)
     # the AUROCs are the means of v10; take them from the exact integer-count computation
     auc = (ranking.auroc(a, m), ranking.auroc(b, m))
     s10, s01 = np.cov(v10), np.cov(v01)
     c = np.array([1.0, -1.0])
     var = float(c @ s10 @ c / n1 + c @ s01 @ c / n0)
-    diff = float(auc[0] - auc[1])
-    se = float(np.sqrt(max(var, 0.0)))
-    if se > 0:
-        z = diff / se
-    else:
-        z = 0.0 if diff == 0 else float(np.copysign(np.inf, diff))
-    p = float(2.0 * ndtr(-abs(z)))
-    return DeLongResult(z=float(z), p=p, auroc_a=float(auc[0]), auroc_b=float(auc[1]), se=se)
+    return _delong_result(float(auc[0]), float(auc[1]), var)
 
 
 def delong_mean_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike) -> DeLongResult:
@@ -371,22 +384,10 @@ def delong_mean_test(scores_a: ArrayLike, scores_b: ArrayLike, is_ood: ArrayLike
     if n1 < 2 or n0 < 2:
         raise InputError(f"delong_mean_test needs >= 2 ID and >= 2 OOD samples, got {n1} and {n0}")
     s = np.stack(rows)  # (2k, n)
-    x, y = s[:, ~m], s[:, m]
-    tz = rankdata(np.concatenate((x, y), axis=1), axis=1)  # midranks
-    tx = rankdata(x, axis=1)
-    ty = rankdata(y, axis=1)
-    v10 = (tz[:, :n1] - tx) / n0
-    v01 = 1.0 - (tz[:, n1:] - ty) / n1
+    v10, v01 = _structural_components(s, m, n1, n0)
     w10 = (v10[:k] - v10[k:]).mean(axis=0)  # exact zeros for identical replicates
     w01 = (v01[:k] - v01[k:]).mean(axis=0)
     var = float(np.var(w10, ddof=1) / n1 + np.var(w01, ddof=1) / n0)
     auc_a = float(np.mean([ranking.auroc(r, m) for r in rows[:k]]))
     auc_b = float(np.mean([ranking.auroc(r, m) for r in rows[k:]]))
-    diff = auc_a - auc_b
-    se = float(np.sqrt(max(var, 0.0)))
-    if se > 0:
-        z = diff / se
-    else:
-        z = 0.0 if diff == 0 else float(np.copysign(np.inf, diff))
-    p = float(2.0 * ndtr(-abs(z)))
-    return DeLongResult(z=float(z), p=p, auroc_a=auc_a, auroc_b=auc_b, se=se)
+    return _delong_result(auc_a, auc_b, var)
