@@ -1,4 +1,4 @@
-"""Exact top-k maximum inner product search, with faiss when installed (used by knn, nnguide).
+"""Exact top-k maximum inner product search, with faiss when installed (knn, nnguide, grood).
 
 Two backends give the same neighbours (up to float32 rounding of tied products):
 
@@ -21,8 +21,9 @@ from numpy.typing import NDArray
 from semshift.errors import InputError
 
 from . import _common
+from ._base import Detector
 
-__all__ = ["BACKENDS", "InnerProductIndex", "faiss_available", "resolve_backend"]
+__all__ = ["BACKENDS", "InnerProductIndex", "SearchDetector", "faiss_available", "resolve_backend"]
 
 BACKENDS = ("auto", "numpy", "faiss")
 #: Bank rows compared with a query block at once in the numpy backend.
@@ -52,6 +53,17 @@ def resolve_backend(owner: str, backend: str) -> str:
             "use backend='numpy' or 'auto' for the exact blocked NumPy search"
         )
     return backend
+
+
+class SearchDetector(Detector):
+    """A detector with a ``backend`` hyperparameter for :class:`InnerProductIndex`: its
+    parameter check also refuses ``backend="faiss"`` when faiss is not installed."""
+
+    backend: str
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        resolve_backend(self.name, self.backend)
 
 
 def _merge(

@@ -9,11 +9,11 @@ import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Detector, Float64Array, Inputs
+from ._base import Float64Array, Inputs
 from ._common import F32, F64, class_sums, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
-from ._search import BACKENDS, InnerProductIndex, resolve_backend
+from ._search import BACKENDS, InnerProductIndex, SearchDetector, resolve_backend
 
 __all__ = ["GrOOD"]
 
@@ -23,7 +23,7 @@ NOISE_PROTOTYPES = ("proto_mean", "val_ood")
 
 
 @register_detector
-class GrOOD(Detector):
+class GrOOD(SearchDetector):
     """GrOOD score ``-||g(h) - g_(k)||^2``; higher = more in-distribution.
 
     Prototypes: mu_c, the mean training feature of class c (by label), and an OOD ("noise")
@@ -133,10 +133,6 @@ class GrOOD(Detector):
         self.sampling_ratio = sampling_ratio
         self.noise = noise
         self.backend = backend
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        resolve_backend(self.name, self.backend)  # "faiss" needs faiss installed
 
     def _fit(self, inputs: Inputs) -> None:
         x, z, y = inputs.get("features"), inputs.get("logits"), inputs.get("labels")

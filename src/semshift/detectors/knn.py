@@ -9,17 +9,17 @@ import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Detector, Float64Array, Inputs
+from ._base import Float64Array, Inputs
 from ._common import f32, l2_normalize, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
-from ._search import BACKENDS, InnerProductIndex, resolve_backend
+from ._search import BACKENDS, InnerProductIndex, SearchDetector, resolve_backend
 
 __all__ = ["KNN"]
 
 
 @register_detector
-class KNN(Detector):
+class KNN(SearchDetector):
     """Deep k-nearest-neighbour score ``-||h* - b*_(k)||``; higher = more in-distribution.
 
     Training and test features are L2-normalised (``x / (||x|| + 1e-10)``, as the public code);
@@ -63,10 +63,6 @@ class KNN(Detector):
     def __init__(self, *, k: int = 50, backend: str = "auto") -> None:
         self.k = k
         self.backend = backend
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        resolve_backend(self.name, self.backend)  # "faiss" needs faiss installed
 
     def _fit(self, inputs: Inputs) -> None:
         x = inputs.get("features")

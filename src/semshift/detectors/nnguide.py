@@ -10,18 +10,18 @@ import numpy as np
 
 from semshift.errors import InputError
 
-from ._base import Detector, Float64Array, Inputs
+from ._base import Float64Array, Inputs
 from ._common import energy, f32, l2_normalize, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
-from ._search import BACKENDS, InnerProductIndex, resolve_backend
+from ._search import BACKENDS, InnerProductIndex, SearchDetector, resolve_backend
 from .logit import shared_energy
 
 __all__ = ["NNGuide"]
 
 
 @register_detector
-class NNGuide(Detector):
+class NNGuide(SearchDetector):
     """NNGuide score ``Energy(z) * mean of the k largest <h / ||h||, g_j>``; higher = more ID.
 
     The guide bank g holds the first ``ceil(alpha * n)`` training features, L2-normalised and
@@ -71,10 +71,6 @@ class NNGuide(Detector):
         self.k = k
         self.alpha = alpha
         self.backend = backend
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        resolve_backend(self.name, self.backend)  # "faiss" needs faiss installed
 
     def _fit(self, inputs: Inputs) -> None:
         x, z = inputs.get("features"), inputs.get("logits")
