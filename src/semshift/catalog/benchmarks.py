@@ -58,6 +58,7 @@ from semshift.catalog.lists import (
 )
 from semshift.errors import InputError, did_you_mean, unknown_name
 from semshift.features.data import ImageSource
+from semshift.splits.ssb import ssb_bin_level
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
 __all__ = [
@@ -546,7 +547,8 @@ def _fine_sets(bench: str) -> Callable[..., tuple[BenchmarkSet, ...]]:
                          {**p, "bin": "known", "split": "test"}, classes=known),
         ]  # fmt: skip
         bins = ["easy", "hard"] if medium_as_hard else list(man.bins)
-        for level, b in enumerate(bins, 1):
+        for b in bins:
+            level = ssb_bin_level(b, bins)
             n = len(_bin_classes(bench, b, medium_as_hard))
             params = {**p, "bin": b, "split": "test", "medium_as_hard": medium_as_hard}
             sets.append(
@@ -583,7 +585,8 @@ def _ssb_imagenet(bench: str, release: str) -> Callable[..., tuple[BenchmarkSet,
         man = published_split(bench)
         files = ssb_imagenet21k_val_files() if release == "winter21" else {}
         sets = _in1k_id(train_per_class)
-        for level, b in enumerate(("easy", "hard"), 1):
+        for b in ("easy", "hard"):
+            level = ssb_bin_level(b, ("easy", "hard"))
             wnids = man.bins[b]
             n = sum(len(files[w]) for w in wnids) if files else None
             sets.append(

@@ -71,12 +71,13 @@ from semshift.demo.glyphs import SCRIPTS, SYMBOL_BLOCKS, Glyph, inventory, write
 from semshift.demo.model import MODEL_NAME, PRESET, predict, train
 from semshift.demo.render import Augment, canonical, mean_distance, render_many
 from semshift.errors import InputError
+from semshift.splits.ssb import ssb_bin_level
 
 __all__ = ["BINS", "DEMO_MODEL_LEVEL", "DemoData", "DemoParams", "DemoSet", "build_demo_data"]
 
 #: Open-set bins, with the semantic level each gets on the graded grid (1 = nearest the known
 #: classes in the taxonomy = least semantic shift).
-BINS: dict[str, int] = {"hard": 1, "medium": 2, "easy": 3}
+BINS: dict[str, int] = {b: ssb_bin_level(b) for b in ("hard", "medium", "easy")}
 ID_FAMILY = "dejavu-sans"
 _FORMAT = 1  # bump when the on-disk layout changes
 

@@ -15,7 +15,7 @@ from semshift.splits.registry import (
     list_builders,
     validate_params,
 )
-from semshift.splits.ssb import PRESETS, SSBResult, build_ssb_split
+from semshift.splits.ssb import PRESETS, SSBResult, build_ssb_split, ssb_bin_level
 
 __all__ = [
     "PRESETS",
@@ -27,5 +27,6 @@ __all__ = [
     "build_ssb_split",
     "get_builder",
     "list_builders",
+    "ssb_bin_level",
     "validate_params",
 ]
