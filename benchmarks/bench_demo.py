@@ -7,8 +7,10 @@ cached call. References measured in the same process, so a busy machine shows in
 - **images**: a bare loop of ``ImageDraw.text`` + ``Image.save(PNG)`` per image (no centring,
   no augmentation) over the same number of images;
 - **train**: a bare loop of forward + backward + AdamW step of GlyphNet over random tensors with
-  the same number of batches, batch size and thread count (the build picks one thread per idle
-  core; ``train_threads`` in ``demo.json``).
+  the same number of batches, batch size and thread count (the build trains in a child process
+  with one thread and pinned kernels, ``train_numerics`` in ``demo.json``; the reference runs
+  in this process with one thread and the CPU's own kernels, so the ratio includes the cost of
+  the pinning and of starting the child).
 
 Ratios = demo step / reference. Usage::
 
@@ -90,7 +92,7 @@ def main() -> None:
         ref_img = bare_images(n_images)
         import json
 
-        threads = json.loads((data.root / "demo.json").read_text())["train_threads"]
+        threads = json.loads((data.root / "demo.json").read_text())["train_numerics"]["threads"]
         ref_train = bare_train(steps, params.batch_size, data.num_classes, threads)
     finally:
         if args.keep is None:

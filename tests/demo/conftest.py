@@ -22,7 +22,6 @@ TINY = DemoParams(
     n_font=2,
     epochs=6,
     batch_size=16,
-    threads=1,
 )
 
 

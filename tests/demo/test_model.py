@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from semshift.demo import MODEL_NAME, GlyphNetAdapter
-from semshift.demo.model import PRESET, predict, to_input, train
+from semshift.demo.model import PINNED_NUMERICS, PRESET, predict, to_input, train, train_pinned
 from semshift.errors import InputError
 from semshift.features import open_store
 from semshift.features.data import open_source
@@ -50,20 +50,63 @@ def test_trains_well_above_chance_on_the_tiny_set(tiny_demo):
     assert hist[-1]["loss"] < hist[0]["loss"] / 2
 
 
-def test_training_is_deterministic_and_checks_its_input():
+def _weights(result):
+    return {k: v.clone() for k, v in result.adapter.module.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_training_is_deterministic_for_a_thread_count_and_checks_its_input():
+    """In-process training: the same seed and thread count give the same bits (the documented
+    guarantee; other thread counts may sum in other orders, see train_pinned)."""
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (24, 32, 32), dtype=np.uint8)
     y = np.arange(24) % 3
-    a = train(x, y, 3, epochs=1, batch_size=8, seed=5, threads=1)
-    b = train(x, y, 3, epochs=1, batch_size=8, seed=5, threads=2)  # thread count does not matter
-    for (k, va), vb in zip(
-        a.adapter.module.state_dict().items(), b.adapter.module.state_dict().values(), strict=True
-    ):
-        assert torch.equal(va, vb), k
+    for threads in (1, 2):
+        a = train(x, y, 3, epochs=1, batch_size=8, seed=5, threads=threads)
+        b = train(x, y, 3, epochs=1, batch_size=8, seed=5, threads=threads)
+        assert _same(_weights(a), _weights(b)), threads
+        assert a.numerics["threads"] == threads
+    c = train(x, y, 3, epochs=1, batch_size=8, seed=6, threads=1)
+    assert not _same(_weights(a), _weights(c))
     with pytest.raises(InputError, match=r"labels must lie in \[0, 3\)"):
         train(x, y + 1, 3, epochs=1)
     with pytest.raises(InputError, match="24 images and 23 labels"):
         train(x, y[:-1], 3)
+
+
+def test_pinned_training_is_the_same_bits_whatever_the_threads_and_kernels(monkeypatch):
+    """train_pinned: one child process with pinned kernels. Neither the parent's thread count
+    nor capping MKL's and oneDNN's instruction sets (what a CPU without AVX-512 does) nor
+    ATen's capability changes a bit; the numerics it ran with are recorded."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (96, 32, 32), dtype=np.uint8)
+    y = np.arange(96) % 4
+    seen = []
+    kw = dict(epochs=2, batch_size=16, seed=3, progress=lambda d, n: seen.append((d, n)))
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        a = train_pinned(x, y, 4, val_images=x[:8], val_labels=y[:8], **kw)
+        torch.set_num_threads(1)
+        monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # overridden by the pin
+        b = train_pinned(x, y, 4, val_images=x[:8], val_labels=y[:8], **kw)
+    finally:
+        torch.set_num_threads(old)
+    assert _same(_weights(a), _weights(b))
+    assert a.history == b.history and len(a.history) == 2
+    assert seen[:12] == [(i, 12) for i in range(1, 13)]  # 2 epochs x 6 batches, reported live
+    num = a.numerics
+    assert num["threads"] == 1 and num["mkldnn"] is False
+    assert num["mkl_cbwr"] == PINNED_NUMERICS["MKL_CBWR"]
+    if num["machine"] == "x86_64":
+        assert num["cpu_capability"] == "AVX2"
+    with pytest.raises(InputError, match=r"labels must lie in \[0, 4\)"):
+        train_pinned(x, y + 1, 4)
 
 
 def test_extraction_sees_what_training_saw(tiny_demo, tmp_path):

@@ -43,7 +43,10 @@ augmentation parameters.
 Sizes (defaults): 48 ID classes x 60 / 10 / 20 train / val / test images; 24 open-set classes x
 10 images per bin; 10 images per ID class and covariate font family; 6,480 images in all.
 
-Same seed -> byte-identical PNG files and identical weights (checked with 1 and 2 torch threads).
+Same seed -> byte-identical PNG files and identical weights, whatever the thread count, the load
+or the parent process's torch settings: training runs in a child process with its arithmetic
+pinned (:func:`~semshift.demo.model.train_pinned`); ``demo.json`` records how
+(``train_numerics``).
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ from numpy.typing import NDArray
 from semshift import __version__
 from semshift.demo.fonts import FAMILIES, Font, covered, get_family
 from semshift.demo.glyphs import SCRIPTS, SYMBOL_BLOCKS, Glyph, inventory, write_taxonomy
-from semshift.demo.model import MODEL_NAME, PRESET, predict, train
+from semshift.demo.model import MODEL_NAME, PRESET, predict, train_pinned
 from semshift.demo.render import Augment, canonical, mean_distance, render_many
 from semshift.errors import InputError
 from semshift.splits.ssb import ssb_bin_level
@@ -79,7 +82,7 @@ __all__ = ["BINS", "DEMO_MODEL_LEVEL", "DemoData", "DemoParams", "DemoSet", "bui
 #: classes in the taxonomy = least semantic shift).
 BINS: dict[str, int] = {b: ssb_bin_level(b) for b in ("hard", "medium", "easy")}
 ID_FAMILY = "dejavu-sans"
-_FORMAT = 1  # bump when the on-disk layout changes
+_FORMAT = 2  # bump when the on-disk layout or the training changes (2: pinned numerics)
 
 
 #: The model-level detectors of the default demo run (``semshift demo --all-detectors`` runs
@@ -112,11 +115,6 @@ class DemoParams:
     homoglyph_threshold : float
         Mean glyph distance below which two characters count as pixel-near.
     epochs, batch_size, lr : training settings
-    threads : int, optional
-        torch threads while training. ``None``: one per idle core (CPU count minus the 1-minute
-        load average, at least 1, at most torch's default): on a shared machine, two threads
-        that wait on each other at every barrier train 2-3x slower than one. The weights do not
-        depend on it (tests train with 1 and 2 threads and compare).
     """
 
     id_groups: tuple[tuple[str, int], ...] = (
@@ -138,7 +136,6 @@ class DemoParams:
     epochs: int = 4
     batch_size: int = 128
     lr: float = 4e-3
-    threads: int | None = None
 
     def check(self) -> None:
         """Raise :class:`InputError` naming the first invalid field."""
@@ -192,6 +189,7 @@ class DemoParams:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DemoParams:
         d = dict(data)
+        d.pop("threads", None)  # demo.json of semshift < 0.27: training now always pinned
         d["id_groups"] = tuple((str(g), int(k)) for g, k in d["id_groups"])
         d["font_families"] = tuple(d["font_families"])
         aug = dict(d["augment"])
@@ -533,18 +531,6 @@ def fingerprint(params: DemoParams, seed: int) -> str:
         "torch": torch.__version__,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-
-
-def idle_threads() -> int:
-    """torch threads for training: one per idle core, at least 1, at most torch's default."""
-    import torch
-
-    most = torch.get_num_threads()
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # pragma: no cover - platforms without a load average
-        return most
-    return max(1, min(most, int((os.cpu_count() or 1) - load + 0.5)))
 
 
 def _rng(seed: int, what: str) -> np.random.Generator:
@@ -894,13 +880,12 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         # 6. model
         t = time.perf_counter()
         steps = params.epochs * -(-len(arrays["id_train"][0]) // params.batch_size)
-        threads = params.threads or idle_threads()
         with prog.task("train", steps) as step:
-            result = train(
+            result = train_pinned(
                 *arrays["id_train"], len(id_ids),
                 val_images=arrays["id_val"][0], val_labels=arrays["id_val"][1],
                 epochs=params.epochs, batch_size=params.batch_size, lr=params.lr, seed=seed,
-                threads=threads, progress=lambda d, _n: step(d),
+                progress=lambda d, _n: step(d),
             )  # fmt: skip
         save_file(
             {k: v.contiguous() for k, v in result.adapter.module.state_dict().items()},
@@ -943,7 +928,7 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         "val_accuracy": result.val_accuracy,
         "font_accuracy": font_acc,
         "history": result.history,
-        "train_threads": threads,
+        "train_numerics": result.numerics,
         "homoglyphs": {
             "decision": "excluded from the open-set candidates (pixel-near an ID character)",
             "threshold": params.homoglyph_threshold,

@@ -16,9 +16,16 @@ training feeds exactly what extraction computes from the PNG files (see :func:`t
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +39,7 @@ from semshift.features.models import MODELS, ModelAdapter, register_model
 __all__ = [
     "MEAN",
     "MODEL_NAME",
+    "PINNED_NUMERICS",
     "PRESET",
     "STD",
     "GlyphNet",
@@ -40,6 +48,7 @@ __all__ = [
     "predict",
     "to_input",
     "train",
+    "train_pinned",
 ]
 
 MODEL_NAME = "demo-glyphnet"
@@ -147,12 +156,16 @@ class TrainResult:
     val_accuracy : float
         Final closed-set accuracy on the validation images (NaN without them).
     seconds : float
+    numerics : dict
+        What fixed the arithmetic: torch threads, the ATen CPU capability, whether oneDNN
+        (MKL-DNN) ran the convolutions, MKL's reproducibility branch, torch version and machine.
     """
 
     adapter: GlyphNetAdapter
     history: list[dict[str, float]]
     val_accuracy: float
     seconds: float
+    numerics: dict[str, Any] = field(default_factory=dict)
 
 
 @torch.no_grad()
@@ -199,8 +212,15 @@ def train(
         Seeds the initialisation and the batch order (a private ``torch.Generator``; the global
         RNG state is restored afterwards).
     threads : int, optional
-        ``torch.set_num_threads`` during training (restored afterwards). The same seed and thread
-        count give bit-identical weights.
+        ``torch.set_num_threads`` during training (restored afterwards).
+
+    Notes
+    -----
+    What is reproducible: the same seed, thread count, CPU kernels and torch version give
+    bit-identical weights. The thread count changes them (oneDNN and MKL split their sums by
+    thread) and so does the CPU (oneDNN, MKL and ATen pick AVX2 or AVX-512 kernels, which sum
+    in other orders): about 1e-7 at first, then amplified by training, enough to move the
+    demo's AUROCs by a point. :func:`train_pinned` removes both.
     progress : callable, optional
         ``progress(batches_done, batches_total)`` after each batch.
 
@@ -209,15 +229,8 @@ def train(
     InputError
         Empty data, mismatched lengths or labels outside ``[0, num_classes)``.
     """
+    _check(images, labels, num_classes, epochs, batch_size)
     n = len(images)
-    if n == 0 or len(labels) != n:
-        raise InputError(f"train: {n} images and {len(labels)} labels; need equal, non-zero counts")
-    if labels.min() < 0 or labels.max() >= num_classes:
-        raise InputError(
-            f"train: labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]"
-        )
-    if epochs < 1 or batch_size < 1:
-        raise InputError(f"train: epochs and batch_size must be >= 1, got {epochs}, {batch_size}")
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
@@ -258,7 +271,119 @@ def train(
                 if val_images is not None and val_labels is not None and len(val_images):
                     val_acc = float((predict(adapter, val_images) == val_labels).mean())
                 history.append({"epoch": epoch + 1, "loss": total / n, "val_accuracy": val_acc})
+        numerics = _numerics()
     finally:
         torch.set_num_threads(old_threads)
     net.eval()
-    return TrainResult(adapter, history, val_acc, time.perf_counter() - t0)
+    return TrainResult(adapter, history, val_acc, time.perf_counter() - t0, numerics)
+
+
+def _check(
+    images: NDArray[np.uint8], labels: NDArray[np.int64], num_classes: int, epochs: int,
+    batch_size: int,
+) -> None:  # fmt: skip
+    n = len(images)
+    if n == 0 or len(labels) != n:
+        raise InputError(f"train: {n} images and {len(labels)} labels; need equal, non-zero counts")
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise InputError(
+            f"train: labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]"
+        )
+    if epochs < 1 or batch_size < 1:
+        raise InputError(f"train: epochs and batch_size must be >= 1, got {epochs}, {batch_size}")
+
+
+def _numerics() -> dict[str, Any]:
+    """What fixes the arithmetic of this process's training (see :class:`TrainResult`)."""
+    return {
+        "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkldnn": bool(torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()),
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+    }
+
+
+#: The environment of :func:`train_pinned`'s training process: ATen's AVX2 kernels whatever
+#: the CPU offers (AVX-512 ones sum in another order), MKL's conditional-numerical-
+#: reproducibility branch COMPATIBLE (the code path Intel documents as giving the same results
+#: on Intel and compatible processors) and one thread for OpenMP and MKL. The process also turns
+#: oneDNN off (its kernels choose their blocking, hence their summation order, from the CPU's
+#: ISA and cache sizes), so convolutions run as im2col + MKL GEMM.
+PINNED_NUMERICS: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "COMPATIBLE,STRICT",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def train_pinned(
+    images: NDArray[np.uint8],
+    labels: NDArray[np.int64],
+    num_classes: int,
+    *,
+    val_images: NDArray[np.uint8] | None = None,
+    val_labels: NDArray[np.int64] | None = None,
+    epochs: int = 4,
+    batch_size: int = 128,
+    lr: float = 4e-3,
+    weight_decay: float = 5e-4,
+    seed: int = 0,
+    progress: Callable[[int, int], Any] | None = None,
+) -> TrainResult:
+    """:func:`train` in a child process whose arithmetic does not depend on threads or CPU.
+
+    The child runs with :data:`PINNED_NUMERICS`, one torch thread and oneDNN off, so the weights
+    are the same bits for any thread count, machine load or parent-process setting, and on
+    other x86-64 CPUs with AVX2 the same kernels run. Parameters and result as :func:`train`
+    (``threads`` is always 1); ``result.numerics`` records what the child ran with.
+
+    Raises
+    ------
+    InputError
+        Bad data (as :func:`train`), or the training process failed (its last error line).
+    """
+    from safetensors.torch import load_file
+
+    _check(images, labels, num_classes, epochs, batch_size)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="semshift-train-") as tmp:
+        work = Path(tmp)
+        arrays: dict[str, Any] = {"images": images, "labels": np.asarray(labels, np.int64)}
+        if val_images is not None and val_labels is not None:
+            arrays.update(val_images=val_images, val_labels=np.asarray(val_labels, np.int64))
+        np.savez(work / "data.npz", **arrays)
+        settings = {
+            "num_classes": int(num_classes), "epochs": int(epochs),
+            "batch_size": int(batch_size), "lr": float(lr),
+            "weight_decay": float(weight_decay), "seed": int(seed),
+        }  # fmt: skip
+        (work / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+        env = {**os.environ, **PINNED_NUMERICS}
+        cmd = [sys.executable, "-m", "semshift.demo._train_process", str(work)]
+        with subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            for line in proc.stdout:
+                parts = line.split()
+                if len(parts) == 3 and parts[0] == "progress" and progress is not None:
+                    progress(int(parts[1]), int(parts[2]))
+            err = proc.stderr.read()
+            code = proc.wait()
+        if code != 0:
+            last = [ln for ln in err.strip().splitlines() if ln.strip()]
+            raise InputError(
+                f"train: the training process exited with status {code}: "
+                f"{last[-1] if last else 'no message'}"
+            )
+        out = json.loads((work / "result.json").read_text(encoding="utf-8"))
+        net = GlyphNet(num_classes)
+        net.load_state_dict(load_file(str(work / "weights.safetensors")))
+    net.eval()
+    return TrainResult(
+        GlyphNetAdapter(net), out["history"], float(out["val_accuracy"]),
+        time.perf_counter() - t0, out["numerics"],
+    )  # fmt: skip

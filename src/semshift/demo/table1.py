@@ -266,7 +266,7 @@ class Table1Config:
     def demo_params(self, base: DemoParams | None = None) -> DemoParams:
         """The glyph data's :class:`DemoParams`: ``base`` (the defaults), then ``data``."""
         base = base or DemoParams()
-        names = [f.name for f in fields(DemoParams) if f.name not in ("augment", "threads")]
+        names = [f.name for f in fields(DemoParams) if f.name != "augment"]
         values = dict(self.data)
         for key in values:
             if key not in names:
