@@ -951,7 +951,12 @@ def train_model(
         int | None, typer.Option(help="Random-crop padding, pixels (4).")
     ] = None,
     seed: Annotated[
-        int | None, typer.Option(help="Seed of the initialisation, order and augmentation (0).")
+        int | None,
+        typer.Option(
+            help="Seed of the initialisation, order and augmentation (0). On the CPU the same "
+            "seed, --threads and machine give bit-identical weights whatever --workers; "
+            "another thread count or CPU type may differ in the last bits, then more."
+        ),
     ] = None,
     preset: Annotated[
         str | None, typer.Option(help="resize<R>-crop<C> (default: the model's input size).")
@@ -964,7 +969,13 @@ def train_model(
     ] = False,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     workers: Annotated[int, typer.Option(help="DataLoader worker processes.")] = 0,
-    threads: Annotated[int | None, typer.Option(help="CPU threads while training.")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="CPU threads while training (default: torch's); part of what --seed "
+            "reproduces bit for bit."
+        ),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
     nproc: Annotated[
         int | None,

@@ -58,6 +58,15 @@ def test_same_seed_gives_identical_weights_another_seed_does_not(data, run_a, tm
     assert not _same(_weights(run_a.model_file), _weights(other.model_file))
 
 
+def test_seed_guarantee_bitwise_for_a_thread_count_whatever_the_workers(data, run_a, tmp_path):
+    """What `semshift train --seed` promises on the CPU: the same seed and thread count give
+    the same bits, with images decoded in this process or by DataLoader workers."""
+    two = [train(_config(data), tmp_path / f"t2_{i}", threads=2) for i in range(2)]
+    assert _same(_weights(two[0].model_file), _weights(two[1].model_file))
+    workers = train(_config(data), tmp_path / "w2", threads=1, workers=2)
+    assert _same(_weights(run_a.model_file), _weights(workers.model_file))
+
+
 def test_metrics_table_and_cosine_schedule(run_a):
     rows = list(csv.DictReader(open(run_a.out / "metrics.csv", encoding="utf-8")))
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
