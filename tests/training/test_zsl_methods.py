@@ -165,6 +165,51 @@ def test_sae_spaces_compare_in_the_documented_space():
     np.testing.assert_allclose(m.decision_function(X, S), cos, rtol=1e-12)
 
 
+def test_sae_row_normalised_known_answer():
+    """A hand-set W with rows of norm 2 and 1: the released form (unit rows) flips both the
+    F -> S and the S -> F prediction."""
+    X, y, S = np.eye(2)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]), np.eye(2)
+    paper, released = SAE().fit(X, y, S), SAE(row_normalise=True).fit(X, y, S)
+    W = np.array([[2.0, 0.0], [0.0, 1.0]])
+    paper.W_, released.W_ = W, W.copy()
+    x = np.array([[1.0, 1.2]])
+    # F -> S, classes e0, e1: W x = (2, 1.2) against W_n x = (1, 1.2)
+    np.testing.assert_allclose(paper.decision_function(x, S), [[2, 1.2]] / np.hypot(2, 1.2))
+    np.testing.assert_allclose(released.decision_function(x, S), [[1, 1.2]] / np.hypot(1, 1.2))
+    assert paper.predict(x, S)[0] == 0 and released.predict(x, S)[0] == 1
+    # S -> F, classes (1, 1) and (1, 0): decoded (2, 1), (2, 0) against (1, 1), (1, 0)
+    C, x = np.array([[1.0, 1.0], [1.0, 0.0]]), np.array([[1.0, 0.3]])
+    paper.set_params(space="feature")
+    released.set_params(space="feature")
+    nx = np.hypot(1, 0.3)
+    np.testing.assert_allclose(paper.decision_function(x, C), [[2.3 / nx / np.sqrt(5), 1 / nx]])
+    np.testing.assert_allclose(released.decision_function(x, C), [[1.3 / nx / np.sqrt(2), 1 / nx]])
+    assert paper.predict(x, C)[0] == 0 and released.predict(x, C)[0] == 1
+    np.testing.assert_array_equal(released.W_, W)  # the fitted state is not normalised
+
+
+def test_sae_row_normalised_agrees_with_the_released_scoring_lines():
+    """mvp18/Popular-ZSL-Algorithms SAE/sae.py ``zsl_acc`` (and awa_demo.m's W side):
+    F2S = X normalizeFeature(W)^T, S2F = S normalizeFeature(W), cosine scores."""
+    from scipy.spatial.distance import cdist
+
+    def normalize_feature(x):  # the port's normalizeFeature: rows to unit norm, 1e-10 added
+        x = x + 1e-10
+        return x / (np.sum(x**2, axis=1) ** 0.5)[:, np.newaxis]
+
+    X, y, S = _small(seed=9)
+    m = SAE(lam=0.5, row_normalise=True).fit(X, y, S)
+    Xt = np.random.default_rng(10).standard_normal((12, X.shape[1]))
+    f2s = 1 - cdist(Xt @ normalize_feature(m.W_).T, S, "cosine")
+    np.testing.assert_allclose(m.decision_function(Xt, S), f2s, rtol=1e-8, atol=1e-9)
+    s2f = 1 - cdist(Xt, normalize_feature(S @ normalize_feature(m.W_)), "cosine")
+    m.set_params(space="feature")
+    np.testing.assert_allclose(m.decision_function(Xt, S), s2f, rtol=1e-8, atol=1e-9)
+    # and it is not the paper's form on these data
+    paper = SAE(lam=0.5).fit(X, y, S)
+    assert not np.allclose(paper.decision_function(Xt, S), f2s, atol=1e-3)
+
+
 def test_conse_combines_the_top_classes_by_probability():
     proba = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
     S = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])

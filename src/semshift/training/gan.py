@@ -1,10 +1,25 @@
 """The small DCGAN of ARPL+CS: a generator of 32 x 32 images and a discriminator.
 
-The architectures are those of the ARPL reference code and OpenOOD v1.5
-(``openood/networks/arpl_net.py``: ``_netG32``, ``_netD32``, from PyTorch's DCGAN example),
-with its initialisation (convolutions ``N(0, 0.02)``, BatchNorm scales ``N(1, 0.02)``, shifts
-0). One departure: the discriminator returns a logit (its last sigmoid is left to
-``binary_cross_entropy_with_logits``, the same loss computed stably).
+The layers are those of ``_netG32`` and ``_netD32`` (from PyTorch's DCGAN example) in the ARPL
+reference code (github.com/iCGY96/ARPL, ``models/gan.py``) and in OpenOOD v1.5
+(``openood/networks/arpl_net.py``), with their initialisation (convolutions ``N(0, 0.02)``,
+BatchNorm scales ``N(1, 0.02)``, shifts 0); the generator's parameters load into either under
+the same names (``main.*``), the discriminator's with ``classifier.*`` for their
+``classifier.0.*``. Two departures, both at the outputs:
+
+- The generator ends at its last transposed convolution, unsquashed, as OpenOOD v1.5's does
+  (its ``nn.Sigmoid()`` is commented out there); ARPL's ends in ``nn.Sigmoid()``, so ARPL's
+  generator is ``sigmoid(Generator32(z))`` with the same weights. Why: ARPL's loaders
+  (``datasets/osr_dataloader.py``) give images through ``ToTensor()`` alone, in [0, 1], the
+  range of a sigmoid; semshift, like OpenOOD, trains on images normalised with the model's
+  mean and std (:class:`~semshift.training.images.TrainImages`; about [-2.1, 2.6] with
+  ImageNet's statistics). Squashed into (0, 1), generated images would miss most of the
+  range of every channel of the real ones, which the discriminator could tell from the pixel
+  range alone and which would keep the confusing samples away from the images the classifier
+  sees. (The one-to-one transfer of ARPL's design would be ``(sigmoid(G(z)) - mean) / std``;
+  the OpenOOD form is kept, the one its ARPL+CS numbers come from.)
+- The discriminator returns a logit: its last ``nn.Sigmoid()`` (both codes') is left to
+  ``binary_cross_entropy_with_logits``, the same loss computed stably.
 
 >>> g, d = Generator32(nz=8, ngf=4), Discriminator32(ndf=4)
 >>> img = g(torch.zeros(2, 8, 1, 1))
@@ -32,7 +47,9 @@ def dcgan_init(module: nn.Module) -> None:
 
 
 class Generator32(nn.Module):
-    """Noise ``(n, nz, 1, 1)`` -> images ``(n, nc, 32, 32)`` (no output squashing).
+    """Noise ``(n, nz, 1, 1)`` -> images ``(n, nc, 32, 32)``, unbounded like normalised images
+    (no output squashing: OpenOOD v1.5's ``_netG32``; ARPL's applies a sigmoid to this, see the
+    module's docstring).
 
     Parameters
     ----------
@@ -65,7 +82,8 @@ class Generator32(nn.Module):
 
 
 class Discriminator32(nn.Module):
-    """Images ``(n, nc, H, W)`` (H, W >= 32) -> real-vs-generated logits ``(n,)``.
+    """Images ``(n, nc, H, W)`` (H, W >= 32) -> real-vs-generated logits ``(n,)`` (the reference
+    ``_netD32`` gives their sigmoid).
 
     Parameters
     ----------

@@ -188,7 +188,8 @@ class SAE(ZSLMethod):
     solved exactly from the eigendecompositions of both sides (:func:`solve_sylvester_sym`).
     Scores: ``space="semantic"`` (the paper's F -> S) is the cosine similarity of the encoded
     image ``W x`` with each class embedding; ``space="feature"`` (S -> F) the cosine of the
-    image with each decoded class ``W^T s``.
+    image with each decoded class ``W^T s``. With ``row_normalise=True``, ``W`` is replaced in
+    both by ``W_n``, each row scaled to unit L2 norm (a zero row stays zero).
 
     Parameters
     ----------
@@ -197,10 +198,15 @@ class SAE(ZSLMethod):
         10^-2 .. 10^5.
     space : {"semantic", "feature"}
         Where test images and classes are compared.
+    row_normalise : bool
+        Score with ``W``'s rows scaled to unit norm, as the authors' AwA demo and the
+        mvp18 Python port do (Notes); default False, the paper's unnormalised ``W``. Not in
+        the grid.
 
     Attributes
     ----------
     W_ : ndarray, shape (a, d)
+        The solution, unnormalised whatever ``row_normalise`` says.
 
     References
     ----------
@@ -209,8 +215,26 @@ class SAE(ZSLMethod):
 
     Notes
     -----
-    Departure: the authors' code L2-normalises each feature vector first; here features are
-    taken as given (the data loader decides), so ``lam`` is on the data's own scale.
+    The released code. The authors' MATLAB (github.com/Elyorcv/SAE) solves the same equation
+    (``library/SAE.m``: ``sylvester(S*S', lambda*X*X', (1+lambda)*S*X')``, W k x d as here).
+    Its ``awa_demo.m`` then scores with W row-normalised: F -> S ``X_te * NormalizeFea(W)'``,
+    S -> F ``NormalizeFea(S_te_pro')' * NormalizeFea(W)``. Each row of W encodes one semantic
+    dimension, so this reweights the dimensions of an encoded image (F -> S) and the rows a
+    class's decoding sums (S -> F): the cosines and the predictions change
+    (``row_normalise=True``; the default keeps the paper's form, eq. 9). The popular Python
+    port (github.com/mvp18/Popular-ZSL-Algorithms, ``SAE/sae.py``, ``zsl_acc``) does the same
+    in both directions (its ``normalizeFeature`` adds 1e-10 to every entry first). The
+    authors' ``cub_demo.m`` and ``ImNet_2_demo.m`` do not normalise W (they reduce the features by a
+    ridge regression onto the labels first and z-score the scores or the embeddings).
+
+    Departures, preprocessing the released code adds and this class leaves to the data loader
+    (features and embeddings are taken as given, so ``lam`` is on the data's own scale):
+    ``awa_demo.m`` scales each feature dimension (column of ``X_tr``) to unit L2 norm over the
+    training images (``NormalizeFea(X_tr')'``; the test features are not scaled), each
+    attribute to unit norm over the test classes (F -> S ``NormalizeFea(S_te_gt')'`` in
+    ``zsl_el.m``, S -> F ``NormalizeFea(S_te_pro')'`` before decoding) and, S -> F, each
+    feature dimension of the decoded classes over the classes (``zsl_el.m``); the Python port
+    scales each training feature vector (row) to unit norm.
     """
 
     name = "sae"
@@ -219,6 +243,7 @@ class SAE(ZSLMethod):
     constraints: ClassVar[Mapping[str, Any]] = {
         "lam": Interval(0.0),
         "space": Choice(("semantic", "feature")),
+        "row_normalise": Choice((False, True)),
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {
         "lam": tuple(float(10.0**k) for k in range(-2, 6)),
@@ -226,9 +251,12 @@ class SAE(ZSLMethod):
     }
     order = 8
 
-    def __init__(self, lam: float = 0.2, space: str = "semantic") -> None:
+    def __init__(
+        self, lam: float = 0.2, space: str = "semantic", row_normalise: bool = False
+    ) -> None:
         self.lam = lam
         self.space = space
+        self.row_normalise = row_normalise
 
     @staticmethod
     def _sides(X: F64, y: NDArray[np.int64], S: F64) -> tuple[F64, F64]:
@@ -243,9 +271,12 @@ class SAE(ZSLMethod):
         self.W_ = solve_sylvester_sym(A, (self.lam * e, Q), (1.0 + self.lam) * SM)
 
     def _scores(self, X: F64, S: F64) -> F64:
+        W = self.W_
+        if self.row_normalise:
+            W = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
         if self.space == "semantic":
-            return _cosine(X @ self.W_.T, S)
-        return _cosine(X, S @ self.W_)
+            return _cosine(X @ W.T, S)
+        return _cosine(X, S @ W)
 
     @classmethod
     def fit_grid(
