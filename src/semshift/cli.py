@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -80,6 +82,22 @@ def _root(
     ] = False,
 ) -> None:
     """semshift: semantic-shift benchmarks for image classifiers and OOD detectors."""
+
+
+@contextmanager
+def _memory(doing: str, lower: str) -> Iterator[None]:
+    """Out of memory (or threads) inside the block: one line saying what needed how much
+    (:func:`semshift.errors.out_of_memory`), while ``doing`` what, and ``lower``: which
+    options lower it. What was written before (shards, checkpoints, the run's cache) stays."""
+    from semshift.errors import ResourceError, out_of_memory
+
+    try:
+        yield
+    except (MemoryError, RuntimeError) as err:
+        what = out_of_memory(err)
+        if what is None:
+            raise
+        raise ResourceError(f"{what}, {doing}; {lower}") from None
 
 
 def _fmt(x: object) -> str:
@@ -492,12 +510,13 @@ def splits_ambiguity(
     """ImageNet-OOD rule 5: drop candidate images (and classes) visually close to ID images."""
     import numpy as np
 
-    from semshift.features import open_store
+    from semshift.features.store import open_verified
     from semshift.splits.cleaning import visual_ambiguity
 
-    ids = open_store(id_store)
+    # both verified, and of one model: distances between two models' features mean nothing
+    opened = open_verified({"--id-store": id_store, "--candidates": candidates})
+    ids, cand = opened["--id-store"], opened["--candidates"]
     sel = ids.select(**_group_filter(id_select, "--id-select")) if id_select else ids.all()
-    cand = open_store(candidates)
     (id_feats,) = sel.arrays("features")
     (cand_feats,) = cand.all().arrays("features")
     classes_meta = cand.meta.get("classes") or {}
@@ -541,15 +560,23 @@ def splits_laid(
 ) -> None:
     """Train the IS-OOD LAID decomposition on CLIP text embeddings of template x label texts."""
     from semshift.features.models import load_model
-    from semshift.splits.graded import COVARIATE_TEMPLATES, fit_laid_from_text
+    from semshift.splits.graded import (
+        COVARIATE_TEMPLATES,
+        check_laid_options,
+        fit_laid_from_text,
+    )
     from semshift.splits.ssb import resolve_classes
     from semshift.taxonomy import load_taxonomy
 
     if not model.startswith("open_clip/"):
         raise SemshiftError(f"--model {model!r}: LAID needs an image-text model, open_clip/<name>")
+    # every option checked before the model is built (seconds, and its library's log lines)
+    options = {"epochs": "--epochs", "n_triplets": "--triplets"}
+    check_laid_options(epochs=epochs, n_triplets=triplets, names=options)
     tax = load_taxonomy(taxonomy)
     ids, _ = resolve_classes(tax, labels, "labels")
     names = tax.labels(ids)
+    check_laid_options(n_labels=len(names))
     encoder = load_model(model, weights=weights, random_init=random_init, seed=seed)
     laid = fit_laid_from_text(encoder, names, n_triplets=triplets, seed=seed, epochs=epochs)
     path = laid.save(out)
@@ -847,23 +874,33 @@ def extract_features(
     if fit_images is not None and not fitting:
         raise InputError("--fit-images applies only with a --score detector that learns from "
                          "ID training images")  # fmt: skip
+    doing = (
+        f"extracting {model} (--batch-size {batch_size}, --workers {workers}, --device {device})"
+    )
+    lower = (
+        f"lower it with a smaller --batch-size (e.g. {max(1, batch_size // 2)}) or fewer "
+        f"--workers; the shards already written to {out} are kept and the same command resumes"
+    )
     if fitting:
         assert fit_images is not None
         train = open_source(fit_images, cl, unknown="skip")
         console.print(f"fit: {', '.join(fitting)} on {fit_images} ({len(train)} images)")
-        fit_model_detectors(
-            dets, adapter, train, preset=preset, batch_size=batch_size, workers=workers,
-            device=device, max_images=fit_max_images,
-        )  # fmt: skip
+        with _memory(f"fitting --score {', '.join(fitting)}{doing.removeprefix('extracting')}",
+                     "lower it with a smaller --batch-size or --fit-max-images"):  # fmt: skip
+            fit_model_detectors(
+                dets, adapter, train, preset=preset, batch_size=batch_size, workers=workers,
+                device=device, max_images=fit_max_images,
+            )  # fmt: skip
     if executor == "ray":
         from semshift.features.ray_executor import connect
 
         connect(ray_address)
-    summary = extract(
-        adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
-        workers=workers, device=device, groups=groups, corruption=corrupt, scores=dets,
-        executor=executor, progress=progress, wait=wait,
-    )  # fmt: skip
+    with _memory(doing, lower):
+        summary = extract(
+            adapter, source, out, preset=preset, batch_size=batch_size, shard_size=shard_size,
+            workers=workers, device=device, groups=groups, corruption=corrupt, scores=dets,
+            executor=executor, progress=progress, wait=wait,
+        )  # fmt: skip
     reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
     console.print(
         f"{summary.out}: {summary.n_stored} of {summary.n_images} images stored in "
@@ -1021,10 +1058,17 @@ def train_model(
     values["recipe"] = {**file.get("recipe", {})}
     values["recipe"].update({k: v for k, v in given.items() if v is not None})
     cfg = TrainConfig.from_dict(values)
-    result = train(
-        cfg, out_dir, resume=resume, device=device, workers=workers, threads=threads,
-        progress=progress, nproc=nproc,
-    )  # fmt: skip
+    size = cfg.recipe.batch_size
+    doing = f"training {cfg.model} (--batch-size {size}, --workers {workers}, --device {device})"
+    lower = (
+        f"lower it with a smaller --batch-size (e.g. {max(1, size // 2)}) or fewer --workers; the "
+        f"checkpoints of finished epochs stay in {out_dir} and --resume continues from the last"
+    )
+    with _memory(doing, lower):
+        result = train(
+            cfg, out_dir, resume=resume, device=device, workers=workers, threads=threads,
+            progress=progress, nproc=nproc,
+        )  # fmt: skip
     if not dist_env().is_main:
         return  # under torchrun: rank 0 reports the run
     last = result.history[-1]
@@ -1347,11 +1391,20 @@ def evaluate_stores(
     if conventions is not None:
         cfg["conventions"] = conventions
     where = "semshift evaluate"
+    files = {"config.json": json.dumps(cfg, indent=2) + "\n"}  # committed with the results
+    lower = (
+        "lower it with SEMSHIFT_THREADS=1 (fewer threads), SEMSHIFT_BLOCK_ROWS=4096 (smaller "
+        "score blocks) or fewer rows (--select); finished stages stay in the cache of "
+        f"{out}, its results.json says why, and the same command goes on from them"
+    )
     try:
-        result = run(load_config(cfg, source=where), progress=not quiet, force=force, wait=wait)
+        with _memory("evaluating", lower):
+            result = run(
+                load_config(cfg, source=where), progress=not quiet, force=force, wait=wait,
+                files=files,
+            )  # fmt: skip
     except SemshiftError as err:  # name the option, not the config key it became
         raise SemshiftError(_option_words(str(err), where, set(oods), val_name)) from None
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     _print_run(result)
 
 
@@ -1387,27 +1440,38 @@ def ensemble_stores(
 
     Higher = more in-distribution; see docs/methods.md#deep-ensemble.
     """
-    from semshift.features import open_store
     from semshift.features.ensemble import ensemble_detector_scores, ensemble_scores
+    from semshift.features.store import atomic_write, open_verified
 
     for item in select or []:
         if "=" not in item or item.startswith("="):
             raise SemshiftError(f"--select: expected KEY=VALUE, got {item!r}")
     cond = _selections([f"members:{s}" for s in select or []], {"members"}).get("members", {})
-    members = [open_store(m).select(**cond) for m in member]
+    if detector is None and train:
+        raise SemshiftError("--train goes with --detector (the logit rules fit nothing)")
+    if train and len(train) != len(member):
+        raise SemshiftError(
+            f"--train: {len(train)} training store(s) for {len(member)} --member store(s); give "
+            "one training store per member, in --member order"
+        )
+    # every store verified; each --train store must be of its member's model (members differ)
+    paths = {f"--member {k}": m for k, m in enumerate(member)}
+    paths.update({f"--train {k}": t for k, t in enumerate(train or [])})
+    pairs = [(f"--member {k}", f"--train {k}") for k in range(len(train or []))]
+    opened = list(open_verified(paths, same_model=pairs).values())
+    members = [st.select(**cond) for st in opened[: len(member)]]
     if detector is None:
-        if train:
-            raise SemshiftError("--train goes with --detector (the logit rules fit nothing)")
         result = ensemble_scores(members, rule)
     else:
         spec = _detector_spec(detector)
         params = spec["params"]
         assert isinstance(params, dict)
-        trains = [open_store(t).all() for t in train or []]
+        trains = [st.all() for st in opened[len(member) :]]
         result = ensemble_detector_scores(trains, members, str(spec["name"]), params)
     frame = result.index[["sample_id", "path", "label"]].assign(score=result.scores)
     out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, index=False)
+    data = frame.to_csv(index=False).encode()
+    atomic_write(out, lambda f: f.write(data))  # written aside: a full disk leaves no part
     console.print(
         f"ensemble {result.rule} of {len(members)} members: {len(frame):,} images -> {out}"
     )
@@ -1459,11 +1523,20 @@ def report_run(
         str | None, typer.Option(help="Report title (default: the run's name).")
     ] = None,
 ) -> None:
-    """Write the report of a finished run again (tables and figures from its results)."""
-    from semshift.report import write_report
+    """Write the report of a finished run again (tables and figures from its results).
+
+    A folder whose run did not finish (killed or failed part-way) is refused, exit 2.
+    """
+    from semshift.run.report import rewrite_report
 
     t0 = time.perf_counter()
-    paths = write_report(run_dir, formats=tuple(format or ("html", "md")), title=title)
+    paths, committed = rewrite_report(run_dir, formats=format or ("html", "md"), title=title)
+    if not committed:
+        console.print(
+            f"[yellow]warning[/yellow]: {run_dir} has no commit record (written by an older "
+            "semshift), so it cannot be checked for a run stopped part-way; run it again to "
+            "commit it"
+        )
     for kind in ("html", "md"):
         path = getattr(paths, kind, None)
         if path is not None:
@@ -1791,8 +1864,9 @@ def zsl_run(
     console.print(zsl_table(results).to_rich())
     console.print(gzsl_table(results).to_rich())
     if out is not None:
+        from semshift.features.store import atomic_write
+
         out.mkdir(parents=True, exist_ok=True)
-        results.to_csv(out / "results.csv", index=False)
         grid = pd.DataFrame(
             [
                 {"split": o.split, "method": o.method, **p.params, "val_top1": p.val_top1}
@@ -1800,7 +1874,9 @@ def zsl_run(
                 for p in o.grid
             ]
         )
-        grid.to_csv(out / "grid.csv", index=False)
+        for name, table in (("results.csv", results), ("grid.csv", grid)):
+            text = table.to_csv(index=False).encode()
+            atomic_write(out / name, lambda f, text=text: f.write(text))  # none left partial
         console.print(f"wrote {out}/results.csv, grid.csv")
     console.print(f"zero-shot run finished in {time.perf_counter() - t0:.1f} s")
 
@@ -1809,7 +1885,8 @@ def zsl_run(
 def store_verify(
     store: Annotated[Path, typer.Argument(help="A feature store folder.")],
 ) -> None:
-    """Recompute every checksum of a store; exit 2 naming each damaged shard or file."""
+    """Recompute every checksum of a store (shards, head, index, skipped.csv); exit 2 naming
+    each damaged shard or file."""
     from semshift.errors import InputError
     from semshift.features.store import read_meta, verify_store
 
@@ -1822,7 +1899,7 @@ def store_verify(
     meta = read_meta(store)
     console.print(
         f"{store}: intact ({len(meta.get('shards', []))} shards, {meta.get('n_rows', '?')} rows; "
-        "every checksum, commit record and the index match meta.json)"
+        "every checksum, commit record, the index and skipped.csv match meta.json)"
     )
 
 
@@ -1838,11 +1915,106 @@ def store_repair(
         console.print(f"{store}: intact, nothing to repair")
         return
     removed = ", ".join(str(k) for k in result.removed_shards) or "none"
+    meta = next((d for d in result.damages if d.file == "meta.json"), None)
+    rebuilt = f"meta.json {meta.problem}: removed; " if meta else ""
     console.print(
-        f"{store}: removed damaged shard(s) {removed}; {result.kept_shards} intact shard(s) "
-        "kept. Run the same extraction again (the `semshift extract` command, or the `semshift "
-        "run` whose cache holds the store): it recomputes only the removed shards."
+        f"{store}: {rebuilt}removed damaged shard(s) {removed}; {result.kept_shards} intact "
+        "shard(s) kept. Run the same extraction again (the `semshift extract` command, or the "
+        "`semshift run` whose cache holds the store): it recomputes only the removed shards"
+        + (" and writes meta.json again." if meta else ".")
     )
+
+
+#: errno values of a write that found no room: the file is named, and what to do
+_NO_ROOM = {"ENOSPC", "EDQUOT", "EFBIG"}
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError as one line that names its file, even when the failing call named none: a
+    ``write()`` that finds the disk full raises ``OSError(ENOSPC)`` without a file name, so the
+    file being written is taken from the traceback (:func:`_file_being_written`)."""
+    import errno
+    import re
+
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    # numpy's tofile says "<n> requested and <k> written", without an errno
+    no_room = errno.errorcode.get(exc.errno or 0, "") in _NO_ROOM or bool(
+        re.fullmatch(r"\d+ requested and \d+ written", reason)
+    )
+    name = exc.filename
+    if name is None and no_room:  # a write() names no file: the one it was writing
+        name = _file_being_written(exc, guess=True)
+    if name is not None and exc.filename2 is not None:
+        name = f"{name} -> {exc.filename2}"
+    advice = "; free space there or write elsewhere" if no_room else ""
+    if name is None:
+        return f"{reason} (writing a file semshift could not name){advice}" if no_room else reason
+    return f"cannot write {name}: {reason}{advice}" if no_room else f"{name}: {reason}"
+
+
+def _native_write_error(exc: BaseException) -> str | None:
+    """A write that found no room in a library's native code, as one line naming the file
+    (Rust's ``... (os error 28)``, as safetensors raises it; torch's ``PytorchStreamWriter
+    failed writing file``), or None for any other error."""
+    import errno
+    import os
+    import re
+
+    text = str(exc)
+    code = re.search(r"\(os error (\d+)\)", text)
+    if code is not None and errno.errorcode.get(int(code.group(1)), "") in _NO_ROOM:
+        reason = os.strerror(int(code.group(1)))
+    elif "PytorchStreamWriter failed writing" in text:
+        reason = "the write failed (is the disk full?)"
+    else:
+        return None
+    name = _file_being_written(exc, guess=True) or "a file semshift could not name"
+    return f"cannot write {name}: {reason}; free space there or write elsewhere"
+
+
+def _file_being_written(exc: BaseException, *, guess: bool = False) -> str | None:
+    """The innermost file open for writing in the traceback's frames (a file object, or a
+    writer holding one as ``handle``, as pandas' does); a temporary ``.NAME.tmp...`` that is
+    renamed into place when complete is named as ``NAME``.
+
+    With ``guess`` (a write that found no room), a file written by a library's own code (Arrow
+    writes Parquet files without a Python file object) is the path the innermost semshift
+    function holds as ``tmp``, ``path`` or ``out``."""
+    import io
+    import os
+    import re
+
+    def named(name: str) -> str:
+        head, tail = os.path.split(name)
+        aside = re.fullmatch(r"\.(.+?)\.tmp(?:-[0-9A-Za-z]+)?", tail)
+        return os.path.join(head, aside.group(1)) if aside else name
+
+    def written(obj: object) -> str | None:
+        for f in (obj, getattr(obj, "handle", None)):
+            if not isinstance(f, io.IOBase):
+                continue
+            mode, name = getattr(f, "mode", ""), getattr(f, "name", None)
+            if isinstance(mode, str) and set(mode) & set("wax+") and isinstance(name, str):
+                return name
+        return None
+
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in list(frame.f_locals.values()):
+            name = written(value)
+            if name is not None:
+                return named(name)
+    for frame in reversed(frames) if guess else ():
+        if str(frame.f_globals.get("__name__", "")).startswith("semshift."):
+            for key in ("tmp", "path", "out"):
+                value = frame.f_locals.get(key)
+                if isinstance(value, str | os.PathLike):
+                    return named(os.fspath(value))
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -1866,16 +2038,23 @@ def main(argv: list[str] | None = None) -> None:
     except SemshiftError as exc:
         print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
-    except OSError as exc:  # unreadable or unwritable user paths
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except OSError as exc:  # unreadable or unwritable user paths, a full disk
+        print(f"error: {_os_error(exc)}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
-    except MemoryError as exc:  # what was computed before stays in the output and the cache
-        msg = str(exc).strip().splitlines()
-        print(
-            f"error: out of memory: {msg[0] if msg else 'an allocation failed'}; lower it with "
-            "SEMSHIFT_THREADS=1, SEMSHIFT_BLOCK_ROWS=4096, a smaller --batch-size or fewer rows",
-            file=sys.stderr,
-        )
+    except Exception as exc:  # out of memory, or a native library's write that found no room
+        from semshift.errors import out_of_memory
+
+        what = out_of_memory(exc)
+        if what is not None:  # what was computed before stays written
+            what += (
+                "; lower it with SEMSHIFT_THREADS=1, SEMSHIFT_BLOCK_ROWS=4096, a smaller "
+                "--batch-size or fewer rows"
+            )
+        else:
+            what = _native_write_error(exc)
+        if what is None:
+            raise
+        print(f"error: {what}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,9 +1,10 @@
 """One reader for every text file a user gives semshift: UTF-8 or a one-line error.
 
 Every text input (run configs, class lists, file lists, custom taxonomies, image tables,
-split manifests, super-class names, score tables) is read by :func:`read_text`, and every
-CSV by :func:`read_csv`, so each failure reads the same way, names the file and what it was
-for, and is an :class:`~semshift.errors.InputError` (exit 2 from the CLI):
+split manifests, super-class names, score tables) is read by :func:`read_text`, every CSV by
+:func:`read_csv` and every JSON file by :func:`read_json`, so each failure reads the same way,
+names the file and what it was for, and is an :class:`~semshift.errors.InputError` (exit 2 from
+the CLI):
 
 - ``cannot read <what> <path>: No such file or directory`` (or the system's reason);
 - ``<what> <path> is not UTF-8 text (byte 0xff at offset 3)``;
@@ -27,10 +28,16 @@ from semshift.errors import InputError, SemshiftError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["read_csv", "read_text", "read_yaml", "unique_key_loader"]
+__all__ = ["read_csv", "read_json", "read_text", "read_yaml", "unique_key_loader"]
 
 
-def read_text(path: str | Path, what: str, *, error: type[SemshiftError] = InputError) -> str:
+def read_text(
+    path: str | Path,
+    what: str,
+    *,
+    error: type[SemshiftError] = InputError,
+    hint: str = "save it as UTF-8",
+) -> str:
     """The contents of a UTF-8 text file (a leading byte-order mark dropped).
 
     Parameters
@@ -41,6 +48,8 @@ def read_text(path: str | Path, what: str, *, error: type[SemshiftError] = Input
         What the file is for, as the message names it (``"class list"``, ``"config file"``).
     error : type
         The error class raised (a user-facing error class, e.g. the taxonomy's).
+    hint : str
+        What to do about text that is not UTF-8 (``""`` for none: a file semshift wrote).
 
     Raises
     ------
@@ -59,8 +68,8 @@ def read_text(path: str | Path, what: str, *, error: type[SemshiftError] = Input
     except UnicodeDecodeError as err:
         bad = data[err.start : err.start + 1]
         raise error(
-            f"{what} {path} is not UTF-8 text (byte 0x{bad.hex()} at offset {err.start}); "
-            "save it as UTF-8"
+            f"{what} {path} is not UTF-8 text (byte 0x{bad.hex()} at offset {err.start})"
+            + (f"; {hint}" if hint else "")
         ) from None
     return text[1:] if text.startswith("\ufeff") else text
 
@@ -93,6 +102,40 @@ def read_csv(
         line = re.search(r"line (\d+)", msg)
         where = f", line {line.group(1)}" if line else ""
         raise InputError(f"{what} {path}{where}: not a valid CSV table ({msg})") from None
+
+
+def read_json(
+    path: str | Path,
+    what: str,
+    *,
+    error: type[SemshiftError] = InputError,
+    hint: str = "save it as UTF-8",
+) -> Any:
+    """The data of a UTF-8 JSON file (a leading byte-order mark dropped).
+
+    Errors are one line naming the file: those of :func:`read_text` (``error`` and ``hint`` as
+    there), or invalid JSON with its line and column (``<what> <path>: not valid JSON (line 3,
+    column 9: Expecting ',' ...)``).
+
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "z.json")
+    ...     _ = open(p, "w", encoding="utf-8").write('{"split": "s",\\n "store": }')
+    ...     try:
+    ...         read_json(p, "zero-shot spec")
+    ...     except InputError as err:
+    ...         print(str(err).replace(p, "z.json"))
+    zero-shot spec z.json: not valid JSON (line 2, column 11: Expecting value)
+    """
+    import json
+
+    text = read_text(path, what, error=error, hint=hint)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(
+            f"{what} {path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
+        ) from None
 
 
 #: Floats YAML 1.2 reads and PyYAML's YAML 1.1 rules leave as text: ``1e-3``, ``2E5`` (an

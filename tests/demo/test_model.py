@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from semshift.demo import MODEL_NAME, GlyphNetAdapter
-from semshift.demo.model import PINNED_NUMERICS, PRESET, predict, to_input, train, train_pinned
+from semshift.demo.model import PRESET, predict, to_input, train
 from semshift.errors import InputError
 from semshift.features import open_store
 from semshift.features.data import open_source
@@ -77,38 +77,6 @@ def test_training_is_deterministic_for_a_thread_count_and_checks_its_input():
         train(x, y[:-1], 3)
 
 
-def test_pinned_training_is_the_same_bits_whatever_the_threads_and_kernels(monkeypatch):
-    """train_pinned: one child process with pinned kernels. Neither the parent's thread count
-    nor capping MKL's and oneDNN's instruction sets (what a CPU without AVX-512 does) nor
-    ATen's capability changes a bit; the numerics it ran with are recorded."""
-    rng = np.random.default_rng(1)
-    x = rng.integers(0, 256, (96, 32, 32), dtype=np.uint8)
-    y = np.arange(96) % 4
-    seen = []
-    kw = dict(epochs=2, batch_size=16, seed=3, progress=lambda d, n: seen.append((d, n)))
-    old = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        a = train_pinned(x, y, 4, val_images=x[:8], val_labels=y[:8], **kw)
-        torch.set_num_threads(1)
-        monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
-        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-        monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # overridden by the pin
-        b = train_pinned(x, y, 4, val_images=x[:8], val_labels=y[:8], **kw)
-    finally:
-        torch.set_num_threads(old)
-    assert _same(_weights(a), _weights(b))
-    assert a.history == b.history and len(a.history) == 2
-    assert seen[:12] == [(i, 12) for i in range(1, 13)]  # 2 epochs x 6 batches, reported live
-    num = a.numerics
-    assert num["threads"] == 1 and num["mkldnn"] is False
-    assert num["mkl_cbwr"] == PINNED_NUMERICS["MKL_CBWR"]
-    if num["machine"] == "x86_64":
-        assert num["cpu_capability"] == "AVX2"
-    with pytest.raises(InputError, match=r"labels must lie in \[0, 4\)"):
-        train_pinned(x, y + 1, 4)
-
-
 def test_extraction_sees_what_training_saw(tiny_demo, tmp_path):
     """The extractor's resize32-crop32 + normalisation equals to_input on the PNG pixels."""
     s = tiny_demo.sets["id_test"]
@@ -148,3 +116,19 @@ def test_feature_map_path_matches_the_forward_pass(tiny_demo):
     assert tuple(fmap.shape) == (len(imgs), 128, 4, 4)
     torch.testing.assert_close(z, z2)
     torch.testing.assert_close(h, h2)
+
+
+def test_demo_weights_carry_checksums_and_damage_is_refused(tiny_demo, tmp_path):
+    """glyphnet.safetensors is written with per-tensor checksums: a flipped bit in a weight is
+    an error when the model loads, not a silently different model."""
+    import shutil
+
+    damaged = tmp_path / "glyphnet.safetensors"
+    shutil.copyfile(tiny_demo.weights_path, damaged)
+    data = bytearray(damaged.read_bytes())
+    data[-3] ^= 0x40  # inside the last tensor's bytes
+    damaged.write_bytes(bytes(data))
+    n = tiny_demo.num_classes
+    load_model(MODEL_NAME, weights=tiny_demo.weights_path, num_classes=n)  # intact: loads
+    with pytest.raises(InputError, match=r"glyphnet.safetensors is damaged \(tensor '.*' does not"):
+        load_model(MODEL_NAME, weights=damaged, num_classes=n)

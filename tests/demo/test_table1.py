@@ -200,3 +200,20 @@ def test_evaluation_refuses_mismatched_runs():
     runs[-1].ood_scores["hard"] = runs[-1].ood_scores["hard"][:5]
     with pytest.raises(InputError, match="other test images"):
         evaluate_table1(runs, n_resamples=0)
+
+
+def test_a_damaged_cached_store_is_extracted_again_not_used(table):
+    """A re-run reuses a cached feature store only when it verifies in full: a flipped byte in
+    a shard makes it extract that store again, and the numbers are those of the intact run."""
+    from semshift.features.store import verify_store
+
+    shard = next(p for p in sorted(table.root.parent.rglob("features/hard/shards/*.npy")))
+    store = shard.parents[1]
+    data = bytearray(shard.read_bytes())
+    data[-5] ^= 0x10
+    shard.write_bytes(bytes(data))
+    assert verify_store(store)  # damaged
+    again = ssb_table1(table.root.parent, config=Table1Config(**TINY_TABLE),
+                       params=table.data.params, progress=False)  # fmt: skip
+    assert again.trained == 0 and verify_store(store) == []
+    pd.testing.assert_frame_equal(again.results, table.results)

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from semshift.catalog.layouts import (
+    MissingImagesError,
     check_sample,
     cub200,
     fgvc_aircraft,
@@ -237,6 +238,10 @@ def _relabel(
     )
 
 
+#: What to do about images a benchmark lists and the disk lacks (a benchmark cannot skip them).
+_COMPLETE = "complete the download (a benchmark reads every image its lists name)"
+
+
 @register_layout("ssb_split")
 def ssb_split(
     root: str | Path,
@@ -271,7 +276,10 @@ def ssb_split(
     if reader is None:
         raise InputError(f"ssb_split: benchmark={benchmark!r}: use {', '.join(_FINE)}")
     wanted = _bin_classes(benchmark, bin, medium_as_hard)
-    src = reader(root, split)
+    try:
+        src = reader(root, split)
+    except MissingImagesError as err:  # no `missing: skip` here: the lists fix the images
+        raise InputError(f"{err.fact}; {_COMPLETE}") from None
     position = {c: k for k, c in enumerate(wanted)}
     keep = [i for i, lab in enumerate(src.labels.tolist()) if str(lab) in position]
     if not keep:
@@ -922,6 +930,8 @@ def check_benchmark(name: str, roots: Mapping[str, str | Path], **options: Any) 
                 n = _count_21k_list(paths[s.root], **s.params)
             else:
                 n = len(open_layout(s.layout, paths[s.root], **s.params))
+        except MissingImagesError as err:  # a benchmark reads every listed image
+            raise InputError(f"benchmark {name}, set {s.name}: {err.fact}; {_COMPLETE}") from None
         except InputError as err:
             raise InputError(f"benchmark {name}, set {s.name}: {err}") from None
         counts[s.name] = n

@@ -51,6 +51,7 @@ from semshift.textio import read_text
 
 __all__ = [
     "LAYOUTS",
+    "MissingImagesError",
     "check_sample",
     "cub200",
     "fgvc_aircraft",
@@ -177,6 +178,20 @@ class _Rows:
         )
 
 
+class MissingImagesError(InputError):
+    """Listed images are not on disk. ``str()`` adds what to do (complete the download, or
+    leave them out with the layout parameter ``missing: skip``); :attr:`fact` is the finding
+    alone, for callers whose users cannot skip (a benchmark check)."""
+
+    def __init__(self, fact: str) -> None:
+        super().__init__(
+            f"{fact}; complete the download, or leave them out with the layout parameter "
+            "missing: skip (in a run config, `layout: {params: {missing: skip}}`; in Python, "
+            "missing='skip')"
+        )
+        self.fact = fact
+
+
 def _check_files(
     top: Path, rels: Iterable[str], layout: str, missing: str
 ) -> tuple[list[str], list[tuple[str, str]]]:
@@ -201,9 +216,9 @@ def _check_files(
                 listing[folder] = set()
         (present if name in listing[folder] else absent).append(rel)
     if absent and missing == "error":
-        raise InputError(
+        raise MissingImagesError(
             f"{layout}: {len(absent)} of {len(rels)} listed images are missing under {top}, "
-            f"first {absent[0]}; complete the download or pass missing='skip'"
+            f"first {absent[0]}"
         )
     return present, [(rel, "listed image not found") for rel in absent]
 

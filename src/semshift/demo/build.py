@@ -742,10 +742,9 @@ def build_demo_data(
 
 
 def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -> dict[str, Any]:
-    from safetensors.torch import save_file
-
     from semshift.splits.ssb import build_ssb_split
     from semshift.taxonomy import load_taxonomy
+    from semshift.training.checkpoint import save_model
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -887,10 +886,8 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
                 epochs=params.epochs, batch_size=params.batch_size, lr=params.lr, seed=seed,
                 progress=lambda d, _n: step(d),
             )  # fmt: skip
-        save_file(
-            {k: v.contiguous() for k, v in result.adapter.module.state_dict().items()},
-            str(root / "glyphnet.safetensors"),
-        )
+        # with per-tensor checksums, verified whenever the weights are loaded
+        save_model(root / "glyphnet.safetensors", result.adapter.module.state_dict())
         test_acc = float(
             (predict(result.adapter, arrays["id_test"][0]) == arrays["id_test"][1]).mean()
         )

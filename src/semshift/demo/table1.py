@@ -836,7 +836,7 @@ def _extract(
     from semshift.features.data import open_source
     from semshift.features.extract import extract_many
     from semshift.features.models import load_model
-    from semshift.features.store import open_store
+    from semshift.features.store import open_verified
 
     sets = {"id_test": data.sets["id_test"].path,
             **{s: data.sets[f"ood_{s}"].path for s in SPLITS}}  # fmt: skip
@@ -846,9 +846,9 @@ def _extract(
         for key, run in run_dirs.items():
             store = run / "features" / name
             stores[key][name] = store
-            try:
-                open_store(store)
-            except SemshiftError:
+            try:  # a cached store is reused only when finished and intact (hashed in full)
+                open_verified({f"{key[0]} seed {key[1]} {name}": store}, same_model=False)
+            except SemshiftError:  # missing, unfinished or damaged: extracted again
                 todo.append((key, store))
         if not todo:
             continue
@@ -859,7 +859,7 @@ def _extract(
             for k, _ in todo
         ]  # fmt: skip
         for _, store in todo:
-            if store.exists():  # an unfinished store of an earlier call: start it again
+            if store.exists():  # unfinished or damaged store of an earlier call: start again
                 shutil.rmtree(store)
         extract_many(
             models, source, [s for _, s in todo], preset=_EXTRACT_PRESET,

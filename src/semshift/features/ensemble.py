@@ -1,10 +1,11 @@
 """Deep ensembles over feature stores: several models' stores of the same images -> one score.
 
 Each member is a store (or a selection of one) extracted by a different model from the same
-images. :func:`check_members` makes sure they line up row for row (same row count, the same
-``sample_id`` and ``path`` in the same order, the same dataset fingerprint where the stores record
-one, the same class count) and hold different models; :func:`ensemble_scores` then combines the
-members' logits block by block with a rule of
+images; a store given by its path is opened verified (every file hashed again,
+:func:`semshift.features.store.open_verified`). :func:`check_members` makes sure they line up
+row for row (same row count, the same ``sample_id`` and ``path`` in the same order, the same
+dataset fingerprint where the stores record one, the same class count) and hold different
+models; :func:`ensemble_scores` then combines the members' logits block by block with a rule of
 :data:`semshift.detectors.ensemble.ENSEMBLE_RULES` (``"msp"``: max of the mean softmax, as
 OpenOOD's ``EnsemblePostprocessor``), and :func:`ensemble_detector_scores` averages one
 post-hoc detector's scores, each member's detector fitted on that member's own training store.
@@ -36,7 +37,13 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from semshift.errors import InputError
-from semshift.features.store import FeatureStore, Selection, model_identity, open_store
+from semshift.features.store import (
+    FeatureStore,
+    Selection,
+    model_identity,
+    model_mismatch,
+    open_verified,
+)
 
 __all__ = [
     "EnsembleScores",
@@ -75,11 +82,13 @@ class EnsembleScores:
     members: list[str]
 
 
-def _selection(member: Member) -> Selection:
+def _selection(member: Member, name: str) -> Selection:
+    """The member as a selection; a store path is opened verified (``name`` in messages)."""
     if isinstance(member, Selection):
         return member
-    store = member if isinstance(member, FeatureStore) else open_store(member)
-    return store.all()
+    if isinstance(member, FeatureStore):
+        return member.all()
+    return open_verified({name: member}, same_model=False)[name].all()
 
 
 def _where(sel: Selection) -> str:
@@ -118,7 +127,7 @@ def check_members(members: Sequence[Member], owner: str = "ensemble") -> list[Se
             f"{owner}: an ensemble needs at least two members (stores of the same images "
             f"extracted by different models), got {len(members)}"
         )
-    sels = [_selection(m) for m in members]
+    sels = [_selection(m, f"{owner}: member {k}") for k, m in enumerate(members)]
     first = sels[0]
     seen: dict[str, int] = {}
     identities: dict[tuple[Any, ...], int] = {}
@@ -223,7 +232,8 @@ def ensemble_detector_scores(
 
     Member m's detector is fitted on ``train[m]`` (its logits, features, head and labels, as
     the detector needs) and scores ``test[m]``; the test members must hold the same images
-    (:func:`check_members`), the training members need not.
+    (:func:`check_members`), the training members need not, but each must come from its test
+    member's model (:func:`semshift.features.store.model_mismatch`).
 
     Parameters
     ----------
@@ -239,6 +249,13 @@ def ensemble_detector_scores(
     -------
     EnsembleScores
         ``rule`` is ``"mean:<detector>"``.
+
+    Raises
+    ------
+    InputError
+        A model-level detector or one needing validation logits; test members that do not
+        line up (:func:`check_members`); not one training store per member; a training
+        store of another model or class count than its member.
     """
     from semshift import detectors
     from semshift.detectors.ensemble import mean_scores
@@ -263,7 +280,14 @@ def ensemble_detector_scores(
         )
     member_scores = []
     for k, (tr, te) in enumerate(zip(train, tests, strict=True)):
-        trs = _selection(tr)
+        trs = _selection(tr, f"ensemble: training store {k}")
+        diff = model_mismatch(te.store.meta, trs.store.meta)
+        if diff:
+            raise InputError(
+                f"ensemble: member {k}: training store {_where(trs)} comes from another model "
+                f"than test store {_where(te)} ({', '.join(diff)} differ); give each member's "
+                "training store in the members' order"
+            )
         if te.store.array_specs["logits"]["shape"] != trs.store.array_specs.get("logits", {}).get(
             "shape"
         ):

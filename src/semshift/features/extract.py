@@ -34,7 +34,7 @@ from semshift.features.model_detectors import (
     score_batch,
 )
 from semshift.features.models import ModelAdapter
-from semshift.features.store import StoreWriter, sha256_file
+from semshift.features.store import StoreWriter, sha256_file, verify_store
 from semshift.locking import folder_lock
 
 __all__ = ["ExtractSummary", "ShardJob", "extract", "extract_many", "resolve_device"]
@@ -354,6 +354,8 @@ def _extract_many(
             "mean": list(model.mean), "std": list(model.std),
         }  # fmt: skip
 
+    for out in paths:  # before any model is moved or any image read
+        _refuse_finished(out)
     targets: list[_Target] = []
     for model, out in zip(models, paths, strict=True):
         model.to(dev)
@@ -557,6 +559,31 @@ class ShardJob:
                         _flush(writers[m], k, accs[m], source, self.const_groups, self.specs[m])
                         accs[m] = _empty(self.specs[m])
                     seen = 0
+
+
+def _refuse_finished(out: Path) -> None:
+    """Refuse an output folder that holds a finished store: an intact one is another
+    extraction's result; a damaged one (a file that differs from ``meta.json``, or a
+    ``meta.json`` that cannot be read) is pointed to ``semshift store repair``, after which
+    this extraction recomputes only what was lost."""
+    if not (out / "meta.json").exists():
+        return
+    repair = (
+        f"run `semshift store repair {out}`, then this extraction again: it recomputes only "
+        "what was damaged"
+    )
+    try:
+        damages = verify_store(out)
+    except InputError as err:  # meta.json unreadable: the repair rebuilds it from the shards
+        raise InputError(f"{out} holds a damaged feature store ({err}); {repair}") from None
+    if damages:
+        shown = ", ".join(str(d) for d in damages[:3])
+        more = f" and {len(damages) - 3} more" if len(damages) > 3 else ""
+        raise InputError(f"{out} holds a damaged feature store ({shown}{more}); {repair}")
+    raise InputError(
+        f"{out} already holds a finished store (intact); choose another output directory, or "
+        "delete it to extract it again"
+    )
 
 
 def _reason_kind(reason: str) -> str:

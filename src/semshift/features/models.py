@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import pickle
 import re
@@ -642,6 +643,22 @@ _PICKLE_HINT = (
 )
 
 
+def _check_semshift_weights(path: Path, state: Mapping[str, Tensor]) -> None:
+    """Verify the per-tensor checksums of a weights file semshift wrote (``semshift train``'s
+    ``model.safetensors``); a file without them (anyone else's) is taken as it is."""
+    from safetensors import safe_open
+
+    from semshift.features._tensor_checksums import CHECKSUMS_KEY, check_tensors
+
+    with safe_open(str(path), framework="pt") as fh:
+        metadata = fh.metadata() or {}
+    if CHECKSUMS_KEY in metadata and (problem := check_tensors(state, metadata)) is not None:
+        raise InputError(
+            f"weights file {path} is damaged ({problem}); write it again: the same semshift "
+            "train command with --resume re-exports it from the run's last checkpoint"
+        )
+
+
 def load_state_dict(path: str | Path) -> dict[str, Tensor]:
     """Read a state dict from a local file without executing code.
 
@@ -667,6 +684,7 @@ def load_state_dict(path: str | Path) -> dict[str, Tensor]:
             state: Any = load_file(str(p))
         except (SafetensorError, OSError, ValueError) as err:
             raise InputError(f"weights file {p}: not a readable safetensors file ({err})") from None
+        _check_semshift_weights(p, state)
     else:
         with open(p, "rb") as fh:
             head = fh.read(4)
@@ -931,7 +949,17 @@ def _build_open_clip(arch: str, **kwargs: Any) -> OpenClipAdapter:
     import open_clip
 
     _check_open_clip_arch(arch)
-    net = open_clip.create_model(arch, pretrained=None, **kwargs)
+
+    def not_random_init(record: logging.LogRecord) -> bool:
+        # open_clip logs "No pretrained weights loaded ... initialized randomly" on the root
+        # logger for pretrained=None; load_model loads (or seeds) the weights right after
+        return not str(record.msg).startswith("No pretrained weights loaded")
+
+    logging.root.addFilter(not_random_init)
+    try:
+        net = open_clip.create_model(arch, pretrained=None, **kwargs)
+    finally:
+        logging.root.removeFilter(not_random_init)
     return OpenClipAdapter(f"open_clip/{arch}", net, open_clip.get_tokenizer(arch))
 
 

@@ -4,7 +4,8 @@ A store is a directory::
 
     STORE/
       meta.json              model, layer, preprocessing, class list, dataset fingerprint,
-                             semshift version, array schema, shard list with checksums (XXH3-128)
+                             semshift version, array schema, shard list with checksums (XXH3-128),
+                             checksums of index.parquet, head.npz and skipped.csv
       index.parquet          one row per stored sample: sample_id, path, label, shard, row and
                              free group columns (split, sem_level, cov_level, corruption, ...)
       head.npz               the linear head: W (C, D) and b (C,), float32 (optional)
@@ -16,7 +17,9 @@ A store is a directory::
 :func:`open_store` refuses. Every file is written atomically (temporary name, then rename). A
 shard only counts once its commit record ``NNNNN.json`` exists, written (with ``fsync``) after
 the shard's files are flushed to disk, and its files match the recorded sizes and checksums; so
-a kill or a full disk never leaves a partial shard that a later run would trust.
+a kill or a full disk never leaves a partial shard that a later run would trust. A command
+opens the stores it reads with :func:`open_verified`, which hashes every recorded file again
+(:func:`verify_store`) each time and checks that the stores come from one model.
 
 Opening is lazy: shards are memory-mapped on first use (``np.load(mmap_mode="r",
 allow_pickle=False)``; loading never unpickles), so a 1,280,000 x 2,048 store opens in the memory
@@ -78,8 +81,11 @@ __all__ = [
     "atomic_write",
     "concat_stores",
     "model_identity",
+    "model_mismatch",
     "open_store",
+    "open_verified",
     "read_meta",
+    "read_skipped",
     "repair_store",
     "verify_store",
     "write_store",
@@ -347,10 +353,16 @@ class StoreWriter:
         self.shard_dir.mkdir(parents=True, exist_ok=True)
         run_file = self.path / "run.json"
         if run_file.exists():
-            try:
-                old = json.loads(run_file.read_text())
-            except (OSError, json.JSONDecodeError) as err:
-                raise InputError(f"{run_file}: unreadable ({err}); delete the directory") from None
+            from semshift.textio import read_json
+
+            try:  # UTF-8 and JSON checked, the file named (a traceback, before)
+                old = read_json(run_file, "extraction record", hint="")
+            except InputError as err:
+                raise InputError(
+                    f"{err}; the unfinished extraction in {self.path} cannot be resumed without "
+                    "its record of the settings: extract into another output directory, or "
+                    "delete this one to start again"
+                ) from None
             if old != self.run:
                 keys = sorted(k for k in set(old) | set(self.run) if old.get(k) != self.run.get(k))
                 diffs = "; ".join(f"{k}: {old.get(k)!r} vs now {self.run.get(k)!r}" for k in keys)
@@ -604,7 +616,9 @@ class StoreWriter:
         skipped += [s for rec in recs for s in rec.skipped]
         skipped_frame = pd.DataFrame(skipped, columns=["sample_id", "path", "reason"])
         data = skipped_frame.to_csv(index=False).encode()
-        atomic_write(self.path / "skipped.csv", lambda f: f.write(data), fsync=self.fsync)
+        skipped_sha, skipped_size = atomic_write(
+            self.path / "skipped.csv", lambda f: f.write(data), fsync=self.fsync
+        )
         head_info = None
         if head is not None:
             w = np.ascontiguousarray(head[0], dtype=np.float32)
@@ -626,6 +640,7 @@ class StoreWriter:
             "n_skipped": len(skipped),
             "head": head_info,
             "index": {"file": "index.parquet", "checksum": index_sha, "size": index_size},
+            "skipped": {"file": "skipped.csv", "checksum": skipped_sha, "size": skipped_size},
             "shards": [{"shard": r.shard, "rows": r.rows, "files": r.files} for r in recs],
         }
         _write_json(self.path / "meta.json", full, fsync=self.fsync)
@@ -1316,16 +1331,60 @@ def open_store(path: str | Path, *, _index: pd.DataFrame | None = None) -> Featu
             f"{root}: index.parquet has {n_index} rows but the shards hold "
             f"{sum(s.rows for s in shards)}; the store is damaged (semshift store repair)"
         )
-    skipped_file = root / "skipped.csv"
-    skipped = (
-        pd.read_csv(skipped_file, dtype={"sample_id": np.int64, "path": str, "reason": str})
-        if skipped_file.is_file() and skipped_file.stat().st_size > 0
-        else pd.DataFrame(columns=["sample_id", "path", "reason"])
-    )
+    skipped = read_skipped(root / "skipped.csv")
     head_file = root / "head.npz" if meta.get("head") else None
     return FeatureStore(
         root, meta, _index, shards, skipped, head_file, index_file=index_file, columns=columns
     )
+
+
+#: Columns of a store's ``skipped.csv``, in order.
+SKIPPED_COLUMNS = ("sample_id", "path", "reason")
+
+
+def read_skipped(path: str | Path) -> pd.DataFrame:
+    """A store's ``skipped.csv``: ``sample_id`` (int64), ``path``, ``reason`` (str).
+
+    A missing or zero-byte file (stores of early versions) is an empty table.
+
+    Raises
+    ------
+    InputError
+        One line naming the file: not UTF-8 text, not a CSV, other columns than
+        :data:`SKIPPED_COLUMNS`, or a ``sample_id`` that is not an integer (its line is named).
+    """
+    f = Path(path)
+    frame = _skipped_frame(f)
+    if isinstance(frame, str):
+        raise InputError(
+            f"{f}: {frame}; the store is damaged (semshift store verify; semshift store repair)"
+        )
+    return frame
+
+
+def _skipped_frame(f: Path) -> pd.DataFrame | str:
+    """The table of :func:`read_skipped`, or what is wrong with it (without the file name)."""
+    from semshift.textio import read_csv
+
+    if not f.is_file() or f.stat().st_size == 0:
+        return pd.DataFrame({"sample_id": np.zeros(0, np.int64), "path": [], "reason": []})
+    what = f"skipped-images table {f}"
+    try:
+        frame = read_csv(f, "skipped-images table", dtype=str, keep_default_na=False)
+    except InputError as err:  # its advice (save as UTF-8, ...) is not for a store's file
+        text = str(err).split("; ")[0]
+        return (
+            text[len(what) :].lstrip(",: ").removeprefix("is ") if text.startswith(what) else text
+        )
+    if tuple(frame.columns) != SKIPPED_COLUMNS:
+        got = ", ".join(map(str, frame.columns))
+        return f"columns {got}, expected {', '.join(SKIPPED_COLUMNS)}"
+    ids = frame["sample_id"].astype(str).str.strip()
+    bad = ~ids.str.fullmatch(r"[-+]?[0-9]{1,18}").to_numpy(bool)
+    if bad.any():
+        r = int(np.argmax(bad))
+        return f"line {r + 2}: sample_id {ids.iloc[r]!r} is not an integer"
+    return frame.assign(sample_id=ids.to_numpy().astype(np.int64))
 
 
 def concat_stores(stores: Iterable[FeatureStore | str | Path]) -> FeatureStore:
@@ -1424,13 +1483,19 @@ def _file_damage(root: Path, rel: str, info: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: Threads :func:`verify_store` hashes shard files on (at most; fewer CPUs, fewer threads).
+_HASH_THREADS = 4
+
+
 def verify_store(path: str | Path) -> list[Damage]:
     """Every damaged part of a finished store, by recomputing what ``meta.json`` records.
 
     Checked: each shard's files (arrays and per-shard index: presence, size, checksum), each
     shard's commit record (``shards/NNNNN.json``: present and agreeing with ``meta.json``), the
-    head, and the store's ``index.parquet`` (its checksum; stores written before it was
-    recorded are compared with the shards' own indices instead).
+    head, the store's ``index.parquet`` (its checksum; stores written before it was
+    recorded are compared with the shards' own indices instead) and ``skipped.csv`` (its
+    checksum where ``meta.json`` records it; then, older stores too, its contents: a UTF-8 CSV
+    of ``sample_id, path, reason`` with integer sample ids and ``n_skipped`` rows).
 
     Returns
     -------
@@ -1446,10 +1511,18 @@ def verify_store(path: str | Path) -> list[Damage]:
     meta = read_meta(root)
     out: list[Damage] = []
     intact_indices = True
-    for sh in meta.get("shards", []):
+    shards = meta.get("shards", [])
+    files = [(f"shards/{info['file']}", info) for sh in shards for info in sh["files"].values()]
+    # the shard files are hashed on a few threads (XXH3 releases the GIL; on 2 busy cores a
+    # 1.6 GB store hashed in 0.17-0.25 s instead of 0.31 s on one)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = max(1, min(_HASH_THREADS, len(files), cpus or 1))
+    with ThreadPoolExecutor(workers, thread_name_prefix="semshift-verify") as pool:
+        problems = iter(list(pool.map(lambda f: _file_damage(root, *f), files)))
+    for sh in shards:
         k = int(sh["shard"])
         for kind, info in sh["files"].items():
-            problem = _file_damage(root, f"shards/{info['file']}", info)
+            problem = next(problems)
             if problem is not None:
                 out.append(Damage(k, f"shards/{info['file']}", problem))
                 intact_indices &= kind != "index"
@@ -1479,6 +1552,128 @@ def verify_store(path: str | Path) -> list[Damage]:
         problem = _index_differs(root, meta)
         if problem is not None:
             out.append(Damage(None, "index.parquet", problem))
+    problem = _skipped_damage(root, meta)
+    if problem is not None:
+        out.append(Damage(None, "skipped.csv", problem))
+    return out
+
+
+def _skipped_damage(root: Path, meta: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``skipped.csv``: its recorded checksum (where ``meta.json`` has
+    one), then its contents (every store): a UTF-8 CSV of :data:`SKIPPED_COLUMNS` with integer
+    sample ids, as many rows as ``meta.json``'s ``n_skipped``."""
+    info = meta.get("skipped")
+    if isinstance(info, Mapping) and info.get("checksum"):
+        problem = _file_damage(root, "skipped.csv", info)
+        if problem is not None:
+            return problem
+    frame = _skipped_frame(root / "skipped.csv")
+    if isinstance(frame, str):
+        return frame
+    n = meta.get("n_skipped")
+    if isinstance(n, int) and len(frame) != n:
+        return f"{len(frame)} rows, meta.json records {n}"
+    return None
+
+
+def model_mismatch(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The fields of :func:`model_identity` in which two stores' ``meta.json`` disagree.
+
+    Only the fields both record are compared: a store written without a head (or a model name)
+    agrees on it with any store.
+
+    Returns
+    -------
+    dict of str to (value in ``a``, value in ``b``)
+        Empty when nothing recorded disagrees.
+    """
+    ia, ib = model_identity(a), model_identity(b)
+    return {k: (ia[k], ib[k]) for k in ia if None not in (ia[k], ib[k]) and ia[k] != ib[k]}
+
+
+def _describe_mismatch(diff: Mapping[str, tuple[Any, Any]]) -> str:
+    def short(v: Any) -> str:  # checksums by their first 12 hex digits, names quoted
+        digest = str(v).rsplit(":", 1)[-1]
+        return digest[:12] if isinstance(v, str) and len(digest) > 24 else repr(v)
+
+    return ", ".join(f"{k} {short(b)} vs {short(a)}" for k, (a, b) in diff.items())
+
+
+def open_verified(
+    stores: Mapping[str, str | Path],
+    *,
+    same_model: bool | Iterable[tuple[str, str]] = True,
+) -> dict[str, FeatureStore]:
+    """Open the stores a command reads: each verified in full, and of one model where asked.
+
+    The one way a command opens stores (``semshift evaluate`` and ``run`` through
+    :class:`semshift.run.verify.VerifiedStores`, ``ensemble``, ``splits ambiguity``, ``zsl
+    run``). Every file ``meta.json`` records is hashed again on every call
+    (:func:`verify_store`: shard arrays and indices, commit records, head, ``index.parquet``,
+    ``skipped.csv``); nothing is remembered between calls, so a file changed in place with its
+    size and modification time kept is refused too. The cost is one read of the store's files
+    (XXH3 on up to four threads): a 1.60 GB store (131,072 rows x 1,000 logits + 2,048
+    features, 32 files) verifies in 0.26-0.28 s from the page cache and 0.5-0.9 s with the
+    page cache dropped, against 0.18-0.20 s and 0.9-1.3 s to read the same files without
+    hashing (``python benchmarks/bench_verify.py``, 2 shared CPU cores of a virtual machine).
+    See docs/methods.md#store-verification.
+
+    Parameters
+    ----------
+    stores : mapping of str to path
+        What each store is for, as the messages name it (``"--id-store"``, ``"--member 1"``,
+        ``"data.id_test"``) -> its folder. A folder given under several names is verified once.
+    same_model : bool or iterable of (str, str)
+        True (default): every store comes from the classifier of the first (the recorded
+        fields of :func:`model_identity` agree, see :func:`model_mismatch`); False: no check
+        (an ensemble's members are different networks); pairs of names: the two stores of
+        each pair come from one classifier (an ensemble member and its training store).
+
+    Returns
+    -------
+    dict of str to FeatureStore
+        In the order of ``stores``.
+
+    Raises
+    ------
+    InputError
+        One line: the name, the store and what is wrong: not a finished store, damaged (the
+        damaged files, and the repair command), or from another model than the store it must
+        agree with (both named, with the fields that differ).
+    """
+    out: dict[str, FeatureStore] = {}
+    opened: dict[Path, FeatureStore] = {}
+    for name, path in stores.items():
+        key = Path(path).resolve()
+        if key not in opened:
+            try:
+                damages = verify_store(path)
+                if not damages:
+                    opened[key] = open_store(path)
+            except InputError as err:
+                raise InputError(f"{name}: {err}") from None
+            if damages:
+                listed = ", ".join(str(d) for d in damages[:4])
+                more = f" and {len(damages) - 4} more" if len(damages) > 4 else ""
+                raise InputError(
+                    f"{name}: feature store {path} is damaged: {listed}{more}; run `semshift "
+                    f"store repair {path}`, then the extraction again (it recomputes only those "
+                    "shards)"
+                )
+        out[name] = opened[key]
+    names = list(out)
+    if same_model is True:
+        pairs = [(names[0], n) for n in names[1:]]
+    else:
+        pairs = [] if same_model is False else list(same_model)
+    for a, b in pairs:
+        diff = model_mismatch(out[a].meta, out[b].meta)
+        if diff:
+            raise InputError(
+                f"{b}: store {out[b].path} comes from another model than {a} (store "
+                f"{out[a].path}): {_describe_mismatch(diff)}; these stores must come from one "
+                "classifier"
+            )
     return out
 
 
@@ -1500,6 +1695,51 @@ def _index_differs(root: Path, meta: Mapping[str, Any]) -> str | None:
     if len(want) != len(index) or not want.equals(index[want.columns]):
         return "differs from the shards' own indices"
     return None
+
+
+def _repair_meta(root: Path, problem: str) -> RepairResult:
+    """:func:`repair_store` for a store whose ``meta.json`` cannot be read (``problem``)."""
+    from semshift.textio import read_json
+
+    run_file = root / "run.json"
+    try:
+        run = read_json(run_file, "extraction record", hint="")
+    except InputError as err:
+        raise InputError(
+            f"{problem}; it cannot be rebuilt: {err} (run.json records the settings the shards "
+            f"were extracted with). Nothing in {root} can be recovered: extract the store "
+            "again into a new folder (or delete this one first)"
+        ) from None
+    if not isinstance(run, dict):
+        raise InputError(
+            f"{problem}; it cannot be rebuilt: {run_file} is not an extraction record (a JSON "
+            f"object). Extract the store again into a new folder (or delete this one first)"
+        )
+    damages = [Damage(None, "meta.json", problem.removeprefix(f"{root / 'meta.json'}: "))]
+    kept, removed = 0, []
+    for rec_file in sorted((root / "shards").glob("[0-9]*.json")):
+        try:
+            rec = _ShardRecord.from_json(json.loads(rec_file.read_text(encoding="utf-8")))
+            intact = rec.shard == int(rec_file.stem) and all(
+                (root / "shards" / info["file"]).is_file()
+                and checksum_matches(root / "shards" / info["file"], info)
+                for info in rec.files.values()
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            rec, intact = None, False
+        if intact:
+            kept += 1
+            continue
+        k = int(rec_file.stem) if rec_file.stem.isdigit() else -1
+        removed.append(k)
+        damages.append(Damage(k, f"shards/{rec_file.name}", "files differ from this record"))
+        for info in rec.files.values() if rec is not None else ():
+            (root / "shards" / str(info.get("file", ""))).unlink(missing_ok=True)
+        rec_file.unlink(missing_ok=True)
+    (root / "meta.json").unlink()  # first of the store-wide files: unfinished from here on
+    for name in ("index.parquet", "head.npz", "skipped.csv"):
+        (root / name).unlink(missing_ok=True)
+    return RepairResult(sorted(removed), kept, damages)
 
 
 @dataclass(frozen=True)
@@ -1531,15 +1771,25 @@ def repair_store(path: str | Path) -> RepairResult:
     the ``semshift run`` whose cache holds the store) then recomputes only the removed shards.
     An intact store is left as it is.
 
+    A ``meta.json`` that cannot be read is rebuilt the same way: it and the other store-wide
+    files are removed, each shard is checked against its own commit record
+    (``shards/NNNNN.json``) and the damaged ones removed, and the next extraction writes
+    ``meta.json`` again from ``run.json`` and the kept shards.
+
     Raises
     ------
     InputError
-        Not a finished store, or a store without its extraction record (``run.json``), which
-        could not be resumed.
+        Not a finished store, or a store without a readable extraction record (``run.json``),
+        which could not be resumed (the message says what cannot be recovered).
     """
     root = Path(path)
-    damages = verify_store(root)
-    meta = read_meta(root)
+    try:
+        damages = verify_store(root)
+        meta = read_meta(root)
+    except InputError as err:
+        if not (root / "meta.json").is_file():
+            raise  # not a finished store (unfinished, or no store at all)
+        return _repair_meta(root, str(err))  # meta.json unreadable: rebuilt by the extraction
     if not damages:
         return RepairResult([], len(meta.get("shards", [])), [])
     if not (root / "run.json").is_file():

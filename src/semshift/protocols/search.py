@@ -13,6 +13,8 @@ docs/methods.md#hyperparameter-search):
   validation as in-distribution, the validation OOD set as OOD); the best value wins, and a
   tie goes to the first combination in grid order, so the search is deterministic and, with
   the declared candidates, prefers the earlier (declared first) value;
+- :func:`check_val_ood_not_id` refuses a validation OOD set holding ID classes (rows with a
+  known label, or class ids of the model's classes), such as an ID store given as one;
 - :func:`check_val_ood_disjoint` refuses a validation OOD set whose classes meet a test OOD
   class: the same id, or (with a taxonomy) the same node, an ancestor or a descendant.
 
@@ -54,6 +56,7 @@ __all__ = [
     "best_index",
     "check_objective",
     "check_val_ood_disjoint",
+    "check_val_ood_not_id",
     "format_value",
     "grid",
     "search_detector",
@@ -449,6 +452,65 @@ def sensitivity_frame(trials: pd.DataFrame) -> pd.DataFrame:
                 )
     frame = pd.DataFrame(out, columns=list(SENSITIVITY_COLUMNS))
     return frame.astype({"value": np.float64, "chosen": bool})
+
+
+def check_val_ood_not_id(
+    name: str,
+    labels: Sequence[int] | np.ndarray,
+    class_ids: Sequence[str | None],
+    id_classes: Iterable[str],
+    *,
+    where: str = "search",
+) -> None:
+    """Refuse a validation OOD set that holds ID classes (e.g. an ID store given as one).
+
+    A row is of an ID class when its label is known (``label >= 0``: labels index the model's
+    classes, OOD rows have -1) or its class id is one of ``id_classes``. Rated against ID
+    validation rows of the same classes, such a set would choose hyperparameters on noise.
+
+    Parameters
+    ----------
+    name : str
+        The validation OOD set.
+    labels : int array (n,)
+        Its rows' labels (-1 = unknown).
+    class_ids : sequence of str or None (n,)
+        Its rows' class ids (None where unknown).
+    id_classes : iterable of str
+        The ID classes' ids (the model's class list, the training rows' classes).
+    where : str
+        Prefix of the error message (the config file and key).
+
+    Raises
+    ------
+    InputError
+        One line naming the set, how many rows are of ID classes and the first few classes.
+
+    Examples
+    --------
+    >>> check_val_ood_not_id("v", [-1, -1], ["x", "y"], {"a", "b"})
+    >>> check_val_ood_not_id("v", [-1, 0, 1], ["x", "a", None], {"a", "b"})
+    Traceback (most recent call last):
+    ...
+    semshift.errors.InputError: search: validation OOD set 'v' holds ID classes: 2 of its 3 \
+rows are of a class the model knows (a, label 1); the validation OOD set must hold classes \
+outside the ID classes (an OOD store, not an ID one)
+    """
+    lab = np.asarray(labels, dtype=np.int64)
+    has_id = np.asarray([c is not None for c in class_ids], dtype=bool)
+    ids = np.asarray(["" if c is None else str(c) for c in class_ids], dtype=object)
+    bad = (lab >= 0) | (has_id & np.isin(ids, list(set(map(str, id_classes)))))
+    if not bad.any():
+        return
+    rows = np.flatnonzero(bad)
+    named = np.where(has_id[rows], ids[rows], [f"label {v}" for v in lab[rows]])
+    first = list(dict.fromkeys(named.tolist()))
+    more = f" and {len(first) - 5} more" if len(first) > 5 else ""
+    raise InputError(
+        f"{where}: validation OOD set {name!r} holds ID classes: {rows.size} of its {lab.size} "
+        f"rows are of a class the model knows ({', '.join(first[:5])}{more}); the validation "
+        "OOD set must hold classes outside the ID classes (an OOD store, not an ID one)"
+    )
 
 
 def check_val_ood_disjoint(

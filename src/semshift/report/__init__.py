@@ -11,6 +11,8 @@ Reads only what ``semshift run`` writes (docs/design/run.md): ``results.parquet`
 - ``figures``: matplotlib ``Figure`` builders (Agg, no pyplot state) and :func:`oscr_curve`;
 - ``gallery``: the operating-point image gallery (thumbnails of what a detector's rejection
   threshold accepts and rejects), kept within ``protocols.operating_point.max_report_bytes``.
+- :func:`check_committed`: whether an output folder holds a finished run, every result file as
+  its ``commit.json`` records it (:mod:`._commit`); :func:`load_run` checks it first.
 
 Example
 -------
@@ -29,6 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from semshift.errors import InputError
+from semshift.report._commit import (
+    COMMIT_FILE,
+    STAGING_DIR,
+    CommitRecord,
+    RunNotFinishedError,
+    check_committed,
+    is_report_file,
+    read_commit,
+)
 from semshift.report._load import RunData, load_run, read_search_table
 from semshift.report.figures import oscr_curve
 from semshift.report.tables import (
@@ -52,17 +63,23 @@ from semshift.report.tables import (
 )
 
 __all__ = [
+    "COMMIT_FILE",
+    "STAGING_DIR",
     "Cell",
     "Column",
+    "CommitRecord",
     "ReportPaths",
     "RunData",
+    "RunNotFinishedError",
     "Table",
+    "check_committed",
     "decomposition_table",
     "generalisation_table",
     "graded_level_table",
     "graded_trend_table",
     "gzsl_table",
     "headline_table",
+    "is_report_file",
     "load_run",
     "newclass_failure_table",
     "operating_point_overview_table",
@@ -70,6 +87,7 @@ __all__ = [
     "oscr_curve",
     "osr_metrics_table",
     "osr_table",
+    "read_commit",
     "read_search_table",
     "sanity_table",
     "search_table",

@@ -2,12 +2,14 @@
 
 The report reads only what ``semshift run`` writes: ``results.parquet`` (or ``results.csv``),
 ``results.json``, ``scores/<set>.parquet``, ``sanity/seed<k>/<set>.parquet`` and, after a
-hyperparameter search, ``search.csv`` and ``search_sensitivity.csv``.
+hyperparameter search, ``search.csv`` and ``search_sensitivity.csv``. It reads them only from
+a committed folder (:mod:`._commit`): every file as ``commit.json`` records it. A folder of an
+older semshift (no record) is read as it is, unless its ``results.json`` says the last run
+failed.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -21,6 +23,8 @@ import pandas as pd
 
 from semshift.errors import InputError
 from semshift.protocols.tidy import RESULT_COLUMNS  # the one definition of the schema
+from semshift.report._commit import CommitRecord, RunNotFinishedError, check_committed
+from semshift.textio import read_csv, read_json
 
 __all__ = [
     "PROTOCOLS",
@@ -85,12 +89,15 @@ def as_results(
     Raises
     ------
     InputError
-        A column is missing, or a row has no protocol or metric.
+        A column is missing, or a row has no protocol or metric; or the file is the results
+        table of a run folder that holds no finished run (:class:`RunNotFinishedError`).
     """
     if not isinstance(results, pd.DataFrame):
         path = Path(results)
         if path.is_dir():
             return load_run(path).results
+        if path.name in ("results.parquet", "results.csv"):
+            check_committed(path.parent)
         frame = _read_table(path)
         where = str(path)
     else:
@@ -130,8 +137,8 @@ def _read_table(path: Path) -> pd.DataFrame:
         raise InputError(
             f"{path}: file not found; pass a run's output directory or its results.parquet"
         )
-    if path.suffix == ".csv":
-        return pd.read_csv(path, keep_default_na=True)
+    if path.suffix == ".csv":  # UTF-8 checked, a malformed line named
+        return read_csv(path, "results table", keep_default_na=True)
     try:
         return pd.read_parquet(path)
     except (OSError, ValueError) as exc:
@@ -204,46 +211,63 @@ def load_run(output_dir: str | os.PathLike[str]) -> RunData:
 
     Raises
     ------
+    RunNotFinishedError
+        The folder holds no finished run: its outputs were never committed, a file differs
+        from its commit record (a run killed part-way), or (a folder without a record) its
+        ``results.json`` says the last run failed.
     InputError
         The folder or its results table is missing, or ``results.json`` is not valid JSON.
     """
     root = Path(output_dir)
     if not root.is_dir():
         raise InputError(f"{root}: output directory not found; pass the `output` folder of a run")
-    parquet, csv = root / "results.parquet", root / "results.csv"
-    if parquet.is_file():
-        frame = _read_table(parquet)
-        where = str(parquet)
-    elif csv.is_file():
-        frame = _read_table(csv)
-        where = str(csv)
-    else:
-        raise InputError(
-            f"{root}: no results.parquet (or results.csv); run `semshift run CONFIG` to make one"
-        )
-    results = as_results(frame, where)
+    record = check_committed(root)
     provenance: dict[str, Any] = {}
     prov_path = root / "results.json"
-    if prov_path.is_file():
-        try:
-            loaded = json.loads(prov_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{prov_path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-            ) from None
+    if prov_path.is_file():  # UTF-8 and JSON checked, the file named
+        loaded = read_json(prov_path, "run record", hint="")
         if not isinstance(loaded, dict):
             raise InputError(f"{prov_path}: expected a JSON object, got {type(loaded).__name__}")
         provenance = loaded
-    scores = {p.stem: p for p in sorted((root / "scores").glob("*.parquet"))}
+    notes = provenance.get("notes")
+    failed = notes.get("failed") if record is None and isinstance(notes, dict) else None
+    if failed:
+        raise RunNotFinishedError(
+            f"output folder {root}: the last run into it stopped with an error ({failed}); run "
+            "it again once that is fixed"
+        )
+    # the committed files only (with a record): the others belong to no finished run
+    tables = [root / "results.parquet", root / "results.csv"]
+    table = next((p for p in _listed(root, record, tables) if p.is_file()), None)
+    if table is None:
+        raise InputError(
+            f"{root}: no results.parquet (or results.csv); run `semshift run CONFIG` to make one"
+        )
+    frame = _read_table(table)
+    where = str(table)
+    results = as_results(frame, where)
+    scores = {p.stem: p for p in _listed(root, record, sorted((root / "scores").glob("*.parquet")))}
     sanity: dict[str, dict[str, Path]] = {}
     seed_dirs = [d for d in (root / "sanity").glob("seed*") if d.is_dir()]
     for seed_dir in sorted(seed_dirs, key=lambda d: level_sort_key(d.name)):
-        files = {p.stem: p for p in sorted(seed_dir.glob("*.parquet"))}
+        files = {p.stem: p for p in _listed(root, record, sorted(seed_dir.glob("*.parquet")))}
         if files:
             sanity[seed_dir.name] = files
-    search = read_search_table(root / "search.csv")
-    sensitivity = read_search_table(root / "search_sensitivity.csv")
+    search_files = _listed(root, record, [root / "search.csv", root / "search_sensitivity.csv"])
+    search = read_search_table(root / "search.csv") if root / "search.csv" in search_files else None
+    sensitivity = (
+        read_search_table(root / "search_sensitivity.csv")
+        if root / "search_sensitivity.csv" in search_files
+        else None
+    )
     return RunData(root, results, provenance, scores, sanity, search, sensitivity)
+
+
+def _listed(root: Path, record: CommitRecord | None, paths: list[Path]) -> list[Path]:
+    """The paths a committed folder's record lists (all of them without a record)."""
+    if record is None:
+        return paths
+    return [p for p in paths if p.relative_to(root).as_posix() in record.results]
 
 
 def read_search_table(path: Path) -> pd.DataFrame | None:
@@ -260,7 +284,7 @@ def read_search_table(path: Path) -> pd.DataFrame | None:
     """
     if not path.is_file():
         return None
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = read_csv(path, "search table", dtype=str, keep_default_na=False)
     need = {"detector", "parameter", "candidate", "objective", "value", "chosen", "error"}
     missing = sorted(need - set(frame.columns))
     if missing:

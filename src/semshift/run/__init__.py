@@ -2,7 +2,7 @@
 
 A run configuration (:mod:`~semshift.run.config`) goes through the stages
 :mod:`~semshift.run.split` (split manifests, built by the split builder registry),
-:mod:`~semshift.run.extract` (feature stores, verified once: :mod:`~semshift.run.verify`),
+:mod:`~semshift.run.extract` (feature stores, verified on every run: :mod:`~semshift.run.verify`),
 :mod:`~semshift.run.search` (hyperparameters chosen on validation data, when configured),
 :mod:`~semshift.run.score` (detectors fitted and applied), :mod:`~semshift.run.evaluate`
 (the protocol registry over the scored sets) and :mod:`~semshift.run.report`, each cached by

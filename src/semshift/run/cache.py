@@ -150,6 +150,12 @@ class StageCache:
         atomic_write(path, lambda f: f.write(data), fsync=False)
 
     @staticmethod
+    def write_text(path: Path, text: str) -> None:
+        data = text.encode("utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f: f.write(data), fsync=False)
+
+    @staticmethod
     def read_json(path: Path) -> Any:
         try:
             return json.loads(path.read_text())

@@ -398,6 +398,10 @@ def _parent_model(loc: Sequence[int | str]) -> type[BaseModel] | None:
     return cls
 
 
+#: What the items of a list-valued key are, for "expected a list of ... or 'all'".
+_LIST_NOUNS = {"detectors": "detector names"}
+
+
 def _validation_error(err: ValidationError, where: str) -> InputError:
     errors = err.errors()
     # prefer the most specific error (longest location) for union fields
@@ -405,6 +409,15 @@ def _validation_error(err: ValidationError, where: str) -> InputError:
     if any(e.get("type") == "extra_forbidden" for e in errors):
         best = next(e for e in errors if e.get("type") == "extra_forbidden")
     path, message = _describe(best)
+    if best.get("type") == "literal_error":  # `detectors: msp`: a list or one of the words
+        loc = _clean_loc(best.get("loc", ()))
+        if any(
+            e.get("type") == "list_type" and _clean_loc(e.get("loc", ())) == loc for e in errors
+        ):
+            noun = _LIST_NOUNS.get(str(loc[-1]) if loc else "", "values")
+            expected = best.get("ctx", {}).get("expected", "")
+            got = repr(best.get("input"))
+            message = f"expected a list of {noun} or {expected}, got {got[:57]}"
     # several errors under one top-level key are usually the branches of one union field
     tops = {str(e.get("loc", ("",))[0]) for e in errors if e.get("loc")}
     more = f" (and {len(errors) - 1} more problem(s))" if len(tops) > 1 else ""

@@ -6,6 +6,11 @@ under ``.cache/evaluate/<key>/results.parquet`` (key = every score key, the set 
 protocol settings and the content of files they name). The per-sample score tables
 ``scores/<set>.parquet`` (and ``sanity/seed<k>/``) are written here too, with each row's image
 path, class id, predicted class name and nearest known class in the taxonomy.
+
+Everything goes into the run's staging folder (``ctx.out``), which the runner commits at the
+end (:mod:`semshift.run._commit`). Score tables the committed folder already holds for the
+same key are linked into it instead of written again; the marker that says so
+(:data:`SCORES_MARKER`) is written once the run is committed (:func:`mark_scores_committed`).
 """
 
 from __future__ import annotations
@@ -24,15 +29,18 @@ from semshift import __version__
 from semshift.protocols.registry import ProtocolInputs, config_paths, get_protocol
 from semshift.protocols.sets import Bootstrap, ScoredSet, level_str
 from semshift.protocols.tidy import error_row, results_frame
+from semshift.run._commit import carry, committed_files
 from semshift.run.cache import stable_hash
 from semshift.run.context import RunContext, one_line
 from semshift.run.extract import class_names
 from semshift.run.score import INFO_VERSION, ScoredWorld, ScoreStage
 
-__all__ = ["EvaluateStage", "run_evaluate"]
+__all__ = ["SCORES_MARKER", "EvaluateStage", "mark_scores_committed", "run_evaluate"]
 
 #: Version of the per-sample score tables' columns (part of their marker key).
 _SCORES_VERSION = 2
+#: In the cache: the key of the score tables the committed output folder holds.
+SCORES_MARKER = "scores_written.key"
 
 
 @dataclass
@@ -292,7 +300,7 @@ def _object_strings(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_results(ctx: RunContext, results: pd.DataFrame) -> None:
-    """``results.parquet`` and ``results.csv`` in the output directory."""
+    """``results.parquet`` and ``results.csv`` in the run's (staging) output folder."""
     ctx.out.mkdir(parents=True, exist_ok=True)
     ctx.cache.write_frame(ctx.out / "results.parquet", results)
     tmp = ctx.out / ".results.csv.tmp"
@@ -307,9 +315,16 @@ def run_evaluate(ctx: RunContext, scored: ScoreStage) -> EvaluateStage:
         rec.keys["results"] = key
         entry = ctx.cache.dir("evaluate", key) / "results.parquet"
         cached = None if ctx.force else ctx.cache.read_frame(entry)
-        marker = ctx.cache.root / "scores_written.key"
+        marker = ctx.cache.root / SCORES_MARKER
         marker_key = f"{key}-{_SCORES_VERSION}-{INFO_VERSION}"
-        if ctx.force or not marker.is_file() or marker.read_text() != marker_key:
+        reuse = (
+            not ctx.force
+            and marker.is_file()
+            and marker.read_text() == marker_key
+            and ctx.out != ctx.cfg.output
+            and carry(ctx.cfg.output, ctx.out, committed_files(ctx.cfg.output, _SCORE_DIRS))
+        )
+        if not reuse:
             # one class list, taxonomy and nearest-class table for every world (the random-model
             # copies share the configured model's classes)
             names = _Names(ctx, _known_ids(ctx, scored.main))
@@ -318,8 +333,6 @@ def run_evaluate(ctx: RunContext, scored: ScoreStage) -> EvaluateStage:
             for seed, sw in scored.random.items():
                 folder = ctx.out / "sanity" / f"seed{seed}"
                 _write_score_files(ctx, folder, sw, scored_sets(sw), names)
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(marker_key)
         if cached is not None:
             results = _object_strings(cached)
             rec.reused.append("results")
@@ -329,3 +342,12 @@ def run_evaluate(ctx: RunContext, scored: ScoreStage) -> EvaluateStage:
             rec.computed.append("results")
         write_results(ctx, results)
     return EvaluateStage(results, key, marker_key)
+
+
+_SCORE_DIRS = ("scores/", "sanity/")
+
+
+def mark_scores_committed(ctx: RunContext, evaluated: EvaluateStage) -> None:
+    """Record that the committed output folder holds the score tables of ``evaluated``."""
+    ctx.cache.root.mkdir(parents=True, exist_ok=True)
+    (ctx.cache.root / SCORES_MARKER).write_text(evaluated.scores_key)

@@ -8,7 +8,7 @@ sanity check) are extracted in the same pass as the configured model
 given to every model whose entry is missing, in passes of at most
 :data:`MODELS_PER_PASS_BYTES` of parameters.
 
-Every store a run reads, given or extracted, is verified once (:mod:`semshift.run.verify`)
+Every store a run reads, given or extracted, is verified in full (:mod:`semshift.run.verify`)
 and every store must agree with the model and the other stores on the class list.
 """
 
@@ -508,7 +508,7 @@ def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
         mixed = _check_classes(cfg, result)
         if mixed:
             ctx.notes["mixed_models"] = mixed
-        # every store is verified here, before any detector is fitted (once per content)
+        # every store is verified here, before any detector is fitted (on every run)
         for world in [result.main, *result.random_worlds.values()]:
             for src in [world.train, *([world.val] if world.val else []), *world.evals]:
                 _ = src.store

@@ -8,11 +8,19 @@ the error) and the run goes on; so does a protocol that raises (one error row). 
 missing file, an empty set, a damaged store, class lists that do not match) raises
 :class:`~semshift.errors.InputError` with one line naming the set and the key path; what the
 finished stages computed stays in the cache.
+
+The outputs are committed at once (:mod:`semshift.run._commit`): the stages write into
+``<output>/.staging/``, and only a run that finished moves them into place and writes
+``commit.json`` last, so a run killed or failed part-way leaves the previous run's outputs as
+they were (a failed run with no committed run before it writes its ``results.json``, which
+says why it stopped). Readers (:func:`semshift.report.load_run`) refuse a folder whose files
+do not match its record.
 """
 
 from __future__ import annotations
 
 import platform
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,12 +31,13 @@ import pandas as pd
 
 from semshift import __version__
 from semshift.locking import folder_lock
-from semshift.report import ReportPaths
+from semshift.report import ReportPaths, RunNotFinishedError, read_commit
+from semshift.run._commit import publish, start_staging
 from semshift.run.config import RunConfig, load_config
 from semshift.run.context import RunContext, StageRecord, one_line
-from semshift.run.evaluate import run_evaluate
+from semshift.run.evaluate import mark_scores_committed, run_evaluate
 from semshift.run.extract import ExtractStage, run_extract
-from semshift.run.report import run_report
+from semshift.run.report import mark_report_committed, run_report
 from semshift.run.score import run_score
 from semshift.run.search import run_search
 from semshift.run.split import run_split
@@ -134,6 +143,7 @@ def run(
     force: bool = False,
     base_dir: str | Path | None = None,
     wait: bool = True,
+    files: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run a benchmark configuration: split, extract, search, score, evaluate, report.
 
@@ -152,18 +162,22 @@ def run(
         While another run writes the same output folder (its lock,
         :func:`semshift.locking.folder_lock`), wait for it (default) or raise
         :class:`~semshift.locking.LockedError` at once.
+    files : dict of str to str, optional
+        Text files (by name) to write into the output directory with the run's outputs and
+        commit with them (``semshift evaluate``'s ``config.json``).
 
     Returns
     -------
     RunResult
         The tidy table, stage records and errors; the output directory holds
-        ``results.parquet``, ``results.csv``, ``results.json``, ``scores/`` and the report.
+        ``results.parquet``, ``results.csv``, ``results.json``, ``scores/``, the report and
+        ``commit.json`` (written last, when everything else is in place).
 
     Raises
     ------
     InputError
         Bad configuration or data (one line naming the key path or set). Results of stages
-        already finished stay in the output directory and its cache.
+        already finished stay in the cache; the output directory keeps its committed run.
 
     Examples
     --------
@@ -174,20 +188,26 @@ def run(
     """
     cfg = load_config(config, base_dir=base_dir)
     with folder_lock(cfg.output, what="output folder", wait=wait):
-        return _run_locked(cfg, progress=progress, force=force)
+        return _run_locked(cfg, progress=progress, force=force, files=files or {})
 
 
-def _run_locked(cfg: RunConfig, *, progress: bool, force: bool) -> RunResult:
+def _run_locked(
+    cfg: RunConfig, *, progress: bool, force: bool, files: Mapping[str, str]
+) -> RunResult:
     """:func:`run` with the output folder locked."""
     ctx = RunContext(cfg, progress=progress, force=force)
     cfg.output.mkdir(parents=True, exist_ok=True)
+    ctx.out = start_staging(cfg.output)  # every stage writes here; published at the end
     extracted: ExtractStage | None = None
     report: ReportPaths | None = None
+    publishing = False
 
-    def write_json() -> None:
-        ctx.cache.write_json(cfg.output / "results.json", provenance(ctx, extracted, report))
+    def write_json(folder: Path = ctx.out) -> None:
+        ctx.cache.write_json(folder / "results.json", provenance(ctx, extracted, report))
 
     try:
+        for name, text in files.items():
+            ctx.cache.write_text(ctx.out / name, text)
         splits = run_split(ctx)
         extracted = run_extract(ctx, splits)
         searched = run_search(ctx, extracted)  # nothing without a search: section
@@ -195,14 +215,17 @@ def _run_locked(cfg: RunConfig, *, progress: bool, force: bool) -> RunResult:
         evaluated = run_evaluate(ctx, scored)
         write_json()
         report = run_report(ctx, evaluated, write_json)
+        write_json()
+        publishing = True
+        publish(cfg.output, ctx.out)
     except BaseException as err:
         ctx.notes["failed"] = one_line(err)
-        try:
-            write_json()
-        except Exception:
-            pass
+        if not publishing:  # a run killed while publishing keeps its staging folder (torn)
+            _record_failure(ctx, lambda: write_json(cfg.output))
         raise
-    write_json()
+    mark_scores_committed(ctx, evaluated)
+    if report is not None:
+        mark_report_committed(ctx)
     return RunResult(
         output=cfg.output,
         results=evaluated.results,
@@ -211,3 +234,18 @@ def _run_locked(cfg: RunConfig, *, progress: bool, force: bool) -> RunResult:
         provenance=provenance(ctx, extracted, report),
         report=report,
     )
+
+
+def _record_failure(ctx: RunContext, write_json: Any) -> None:
+    """A run that stopped: its staging folder goes; its ``results.json`` (saying why) is
+    written into the output folder unless that holds a committed run, which stays as it was."""
+    shutil.rmtree(ctx.out, ignore_errors=True)
+    try:
+        committed = read_commit(ctx.cfg.output) is not None
+    except RunNotFinishedError:
+        committed = True  # a record, unreadable: leave the folder as it is
+    if not committed:
+        try:
+            write_json()
+        except Exception:
+            pass

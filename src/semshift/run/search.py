@@ -6,7 +6,9 @@ Runs between extract and score when the config has a ``search:`` section
 1. the validation OOD set (``search.val_ood``, a ``data.sets`` entry) is taken out of every
    world's evaluated sets: it is searched on, never evaluated;
 2. leaks are refused before any fitting (one :class:`~semshift.errors.InputError` line): a
-   validation OOD class that is a test OOD class, or with the run's taxonomy the same node, an
+   validation OOD set holding ID classes (rows with a known label or an ID class id, such as
+   an ID store given as ``val_ood``: :func:`semshift.protocols.search.check_val_ood_not_id`);
+   a validation OOD class that is a test OOD class, or with the run's taxonomy the same node, an
    ancestor or a descendant of one (:func:`semshift.protocols.search.check_val_ood_disjoint`);
    ``data.id_val`` that is ``id_train`` or ``id_test`` (same store and rows) or shares image
    files with them; a validation OOD set that shares image files with a test OOD set;
@@ -36,6 +38,7 @@ from semshift.errors import InputError
 from semshift.protocols.search import (
     SearchResult,
     check_val_ood_disjoint,
+    check_val_ood_not_id,
     search_detector,
     search_frame,
     sensitivity_frame,
@@ -107,6 +110,22 @@ def _shared_images(a: Source, b: Source) -> tuple[int, str] | None:
     return (len(common), min(common)) if common else None
 
 
+def _id_classes(ctx: RunContext, world: World) -> set[str]:
+    """The ID classes' ids: the run's class list, id_train's store's and its ``class_id``
+    column (image folder names are not used: a flat folder is no class)."""
+    out: set[str] = set()
+    if ctx.cfg.classes is not None:
+        from semshift.taxonomy.classlists import load_classlist
+
+        out.update(map(str, load_classlist(ctx.cfg.classes).ids))
+    classes = world.train.meta().get("classes") or {}
+    out.update(map(str, (classes.get("ids") or []) if isinstance(classes, dict) else classes))
+    index = world.train.selection.index
+    if "class_id" in index.columns:
+        out.update(map(str, index["class_id"].dropna().unique()))
+    return out
+
+
 def _check_leaks(ctx: RunContext, world: World, val_ood: Source) -> dict[str, Any]:
     """Refuse every way the search could see test data; return what was checked."""
     cfg = ctx.cfg
@@ -125,6 +144,15 @@ def _check_leaks(ctx: RunContext, world: World, val_ood: Source) -> dict[str, An
                 f"{where}: data.id_val shares {shared[0]} image file(s) with data.{other.name} "
                 f"(first: {shared[1]}); the search needs ID validation images of their own"
             )
+    sel = val_ood.selection
+    labels = sel.labels.astype(np.int64)
+    check_val_ood_not_id(
+        val_ood.name,
+        labels,
+        class_ids(val_ood, labels, sel.index),
+        _id_classes(ctx, world),
+        where=f"{where}.val_ood",
+    )
     tests = [s for s in world.evals if s.role == "ood"]
     for t in tests:
         shared = _shared_images(val_ood, t)

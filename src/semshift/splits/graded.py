@@ -29,7 +29,7 @@ out-of-distribution detection: a sorites paradox. (IS-OOD.)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +57,7 @@ __all__ = [
     "bin_levels",
     "build_graded_split",
     "cell_name",
+    "check_laid_options",
     "fit_laid_from_text",
     "graded_grid",
     "grid_from_distances",
@@ -202,6 +203,36 @@ def laid_triplets(
     return st, ss, cs
 
 
+def check_laid_options(
+    *,
+    epochs: int = 200,
+    batch_size: int = 1024,
+    lr: float = 1e-2,
+    n_triplets: int = 20_000,
+    n_labels: int | None = None,
+    names: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse LAID training settings that cannot train, before anything is built or loaded.
+
+    ``names`` maps a parameter to what the message calls it (a command's option, e.g.
+    ``{"epochs": "--epochs"}``).
+
+    Raises
+    ------
+    InputError
+        ``epochs``, ``batch_size`` or ``n_triplets`` below 1, ``lr`` not above 0, or fewer
+        than two labels.
+    """
+    called = {"n_triplets": "the number of triplets", **(names or {})}
+    if n_labels is not None and n_labels < 2:
+        raise InputError(f"LAID needs at least two labels, got {n_labels}")
+    for what, value in (("epochs", epochs), ("batch_size", batch_size), ("n_triplets", n_triplets)):
+        if int(value) < 1:
+            raise InputError(f"LAID training: {called.get(what, what)} must be >= 1, got {value}")
+    if not float(lr) > 0:
+        raise InputError(f"LAID training: {called.get('lr', 'lr')} must be > 0, got {lr}")
+
+
 def train_laid(
     standard: ArrayLike,
     semantic_shift: ArrayLike,
@@ -220,11 +251,7 @@ def train_laid(
     """
     import torch
 
-    for what, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if int(value) < 1:
-            raise InputError(f"LAID training: {what} must be >= 1, got {value}")
-    if not float(lr) > 0:
-        raise InputError(f"LAID training: lr must be > 0, got {lr}")
+    check_laid_options(epochs=epochs, batch_size=batch_size, lr=lr)
     st = np.asarray(standard, dtype=np.float32)
     ss = np.asarray(semantic_shift, dtype=np.float32)
     cs = np.asarray(covariate_shift, dtype=np.float32)
@@ -285,8 +312,7 @@ def fit_laid_from_text(
     LAID matrix will be applied to (a CLIP text tower, e.g. the open_clip adapter of
     :mod:`semshift.features.models`). Each distinct text is embedded once.
     """
-    if int(n_triplets) < 1:
-        raise InputError(f"LAID training: the number of triplets must be >= 1, got {n_triplets}")
+    check_laid_options(n_triplets=n_triplets)
     st, ss, cs = laid_triplets(labels, templates, n=n_triplets, seed=seed)
     texts = sorted(set(st) | set(ss) | set(cs))
     emb = np.asarray(encoder.encode(texts), dtype=np.float32)

@@ -220,6 +220,8 @@ def build_zsl_split(
     sub = trainval.copy()
     sub["set"] = np.where(sub["class"].isin(val_set), "val", "train")
     images_out = pd.concat([out, sub], ignore_index=True)
+    roles = {"known": seen, "train": train, "val": list(val), "unseen": list(unseen_ids)}
+    _refuse_lost_classes(images_out, roles, where, test_seen_fraction)
 
     params: dict[str, Any] = {
         "classes": class_src,
@@ -253,6 +255,39 @@ def build_zsl_split(
         },
     )
     return ZSLResult(manifest=manifest, images=images_out)
+
+
+def _refuse_lost_classes(
+    images: pd.DataFrame, roles: dict[str, list[str]], where: str, test_seen_fraction: float
+) -> None:
+    """Every image set holds an image of each of its classes (:data:`IMAGE_CLASSES`).
+
+    A class without images in a set is left out of what the set measures without a word: an
+    unseen class without images leaves the others to share the unseen top-1 (one left scores
+    a trivial 100 %), a seen class whose few images all went to ``test_seen`` is never trained.
+    """
+    for name, role in IMAGE_CLASSES.items():
+        have = set(images.loc[images["set"] == name, "class"])
+        lost = [c for c in roles[role] if c not in have]
+        if not lost:
+            continue
+        shown = ", ".join(map(repr, lost[:5])) + (
+            f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+        )
+        counts = images.loc[images["set"] != "train", "class"].value_counts()
+        none = sum(counts.get(c, 0) == 0 for c in lost)
+        why = [f"{none} with no image in {where}"] if none else []
+        if none < len(lost):
+            why.append(
+                f"{len(lost) - none} with too few images for test_seen_fraction "
+                f"{test_seen_fraction} (a seen class needs an image in test_seen and in trainval)"
+            )
+        why_text = "; ".join(why)
+        raise InputError(
+            f"zero-shot split: the {name} set would have no image of {len(lost)} of its "
+            f"{len(roles[role])} classes ({shown}: {why_text}); a class without images is dropped "
+            "from the evaluation silently, so give it images or leave it out of the classes"
+        )
 
 
 class ZSLParams(BuilderParams):

@@ -271,6 +271,20 @@ class Taxonomy:
         raise UnknownNameError(self._unknown_message(key))
 
     def _unknown_message(self, key: str, where: str = "") -> str:
+        hits = self._lemma_index.get(_norm(key), [])
+        if key not in self._alias_index and hits:  # a word where an id was wanted
+            options = ", ".join(f"{self._ids[i]} ({self.label(i)})" for i in hits[:8])
+            more = f" and {len(hits) - 8} more" if len(hits) > 8 else ""
+            return (
+                f"{key!r}{where} is a lemma (a word), not a {self.name} node id; it names "
+                f"{len(hits)} node(s): {options}{more}; write the id of the one you mean"
+            )
+        if key in self._alias_index:
+            i = self._alias_index[key]
+            return (
+                f"{key!r}{where} is an alias, not a {self.name} node id; write its id "
+                f"{self._ids[i]} ({self.label(i)})"
+            )
         close = self.suggest(key)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         return f"unknown {self.name} node {key!r}{where}{hint}"

@@ -6,7 +6,8 @@ recipe (:class:`.recipe.Recipe`) on an image source, writing into the output fol
 - ``train.json``: the resolved configuration (defaults filled in) and the library versions,
   written before the first step; a later call on the same folder must give the same
   configuration;
-- ``checkpoint.safetensors`` and ``checkpoint.json`` after every epoch (:mod:`.checkpoint`);
+- ``checkpoint.safetensors`` and ``checkpoint.json`` after every epoch (:mod:`.checkpoint`),
+  the checkpoint it replaces kept as ``checkpoint.prev.safetensors``;
 - ``metrics.csv``: one row per epoch (loss, accuracy, learning rate, images/s, seconds);
 - ``model.safetensors`` at the end: the model's weights, for ``semshift extract --weights``.
 
@@ -15,7 +16,9 @@ checkpoint and ends with the same weights, bit for bit on the CPU, as an uninter
 batch order and each image's augmentation are functions of ``(seed, epoch, index)``
 (:mod:`.images`), and the checkpoint holds the model, the optimiser, the schedule, the gradient
 scaler and the global RNG state. On the CPU, ``torch.use_deterministic_algorithms`` is on while
-training.
+training. Every checksum of the checkpoint is verified before it is resumed: a damaged one stops
+the run with :class:`~.checkpoint.CheckpointDamagedError` (what to do in one line), and one of
+an older semshift, without checksums, is resumed with a warning on stderr.
 
 Data parallelism (:mod:`.distributed`): under ``torchrun`` (``WORLD_SIZE`` > 1 in the
 environment), or with ``nproc`` > 1 (the processes are started here), each process takes its
@@ -27,6 +30,7 @@ a one-process run, whose per-epoch losses the run matches within floating-point 
 from __future__ import annotations
 
 import csv
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -508,6 +512,13 @@ def _train(
     start = 0
     if resuming:
         ckpt = read_checkpoint(out / CHECKPOINT)
+        if not ckpt.verified and env.is_main:
+            print(
+                f"warning: checkpoint {out / CHECKPOINT} carries no checksums (written by an older "
+                "semshift): resumed without verifying it; the checkpoints written from now on "
+                "carry them",
+                file=sys.stderr,
+            )
         adapter.module.load_state_dict(ckpt.model, strict=True)
         method.load_state_dict(ckpt.method, strict=True)
         opt.load_state_dict(ckpt.optimizer)

@@ -26,17 +26,20 @@ evaluation of the good, the bad and the ugly. TPAMI. (Proposed Split Version 2.0
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 from semshift.errors import InputError
+from semshift.textio import read_csv, read_json
+
+if TYPE_CHECKING:
+    from semshift.splits.manifest import SplitManifest
 
 __all__ = [
     "SETS",
@@ -178,6 +181,16 @@ class ZSLData:
                     f"{where}: {outside.size} {sub} image(s) are in neither trainval nor "
                     f"test_seen (first row {outside[0]})"
                 )
+        used = np.unique(y[np.concatenate([np.asarray(self.sets[name]) for name in SETS])])
+        imageless = np.setdiff1d(np.arange(n_cls), used)
+        if imageless.size:  # left out of every top-1: one unseen class left scores 100 %
+            names = ", ".join(repr(self.class_names[int(c)]) for c in imageless[:5])
+            more = f" and {imageless.size - 5} more" if imageless.size > 5 else ""
+            raise InputError(
+                f"{where}: {imageless.size} of the {n_cls} classes have no image in any set "
+                f"({names}{more}); a class without images would be left out of the top-1 "
+                "silently: give it images or leave it out of the split and the embeddings"
+            )
         shared = np.intersect1d(y[self.sets["train"]], y[self.sets["val"]])
         if shared.size:
             c = int(shared[0])
@@ -241,13 +254,21 @@ class ZSLData:
 # ---------------------------------------------------------------------- the .mat format
 def _loadmat(path: Path) -> dict[str, Any]:
     from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    if path.stat().st_size == 0:  # SciPy: "Mat file appears to be truncated", no name
+        raise InputError(f"{path} is empty (0 bytes); copy the .mat file again")
     try:
         return dict(loadmat(str(path)))
-    except (OSError, ValueError, TypeError) as err:
-        raise InputError(f"{path}: not a readable .mat file ({err})") from None
+    except MemoryError:
+        raise
+    except (OSError, ValueError, TypeError, IndexError, KeyError, MatReadError) as err:
+        # a truncated or damaged file fails deep in the parser (an IndexError on 40 bytes)
+        raise InputError(
+            f"{path}: not a readable .mat file ({type(err).__name__}: {err})"
+        ) from None
 
 
 def _mat_key(mat: Mapping[str, Any], key: str, path: Path) -> NDArray[Any]:
@@ -442,7 +463,7 @@ def read_semshift_zsl(
     array : the store array to use as features
     name : dataset name (default: the split folder's name)
     """
-    from semshift.features import open_store
+    from semshift.features.store import open_verified
     from semshift.splits.manifest import SplitManifest
 
     spath = Path(split)
@@ -452,7 +473,7 @@ def read_semshift_zsl(
         raise InputError(f"{spath}: a '{manifest.method}' split, not a zero-shot ('zsl') split")
     table = manifest.extra.get("images")
     if isinstance(table, str):
-        images = pd.read_csv(mdir / table, dtype=str, keep_default_na=False)
+        images = read_csv(mdir / table, "zero-shot image table", dtype=str, keep_default_na=False)
     elif isinstance(table, dict):
         images = pd.DataFrame(table)
     else:
@@ -469,9 +490,10 @@ def read_semshift_zsl(
     order = sorted(split_classes)
     S = emb[[position[c] for c in order]]
     code = {c: k for k, c in enumerate(order)}
+    _check_split_images(images, manifest, spath)
     paths = images["path"].astype(str)
     unique_paths = sorted(set(paths))  # one feature row per image, in path order
-    st = open_store(store)
+    st = open_verified({"zero-shot features": store}, same_model=False)["zero-shot features"]
     index = st.index
     stored = {p: k for k, p in enumerate(index["path"].astype(str))}
     root = manifest.extra.get("image_root")
@@ -502,6 +524,51 @@ def read_semshift_zsl(
     )
 
 
+#: The split's classes each image set must hold, as ``semshift splits zsl`` writes them
+#: (``split.json``'s ``known`` and ``bins``).
+_SET_CLASSES = {
+    "trainval": "known",
+    "train": "train",
+    "val": "val",
+    "test_seen": "known",
+    "test_unseen": "unseen",
+}
+
+
+def _check_split_images(images: pd.DataFrame, manifest: SplitManifest, spath: Path) -> None:
+    """Every image of the table names a class of the split, and every set has an image of
+    each of its classes: a class without images would be dropped from the evaluation silently
+    (one unseen class left scores a trivial 100 % top-1)."""
+    for col in ("path", "class", "set"):
+        if col not in images.columns:
+            raise InputError(f"{spath}: the image table has no {col!r} column")
+    roles = {"known": list(manifest.known), **{k: list(v) for k, v in manifest.bins.items()}}
+    split_classes = set(roles["known"]) | set(roles.get("unseen", []))
+    cls = images["class"].astype(str)
+    stray = sorted(set(cls) - split_classes)
+    if stray:
+        raise InputError(
+            f"{spath}: the image table names {len(stray)} class(es) that are not classes of "
+            f"the split (first {stray[0]!r})"
+        )
+    for name, role in _SET_CLASSES.items():
+        want = roles.get(role)
+        if not want:
+            continue  # a manifest without train / val class lists (older, or hand-written)
+        have = set(cls[images["set"].astype(str) == name])
+        lost = [c for c in want if c not in have]
+        if lost:
+            shown = ", ".join(map(repr, lost[:5])) + (
+                f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+            )
+            raise InputError(
+                f"zero-shot split {spath}: the {name} set has no image of {len(lost)} of its "
+                f"{len(want)} classes ({shown}); a class without images would be dropped from "
+                "the evaluation silently: give it images or leave it out of the split "
+                "(semshift splits zsl refuses such a split)"
+            )
+
+
 def read_zsl_data(directory: str | Path, *, name: str | None = None) -> ZSLData:
     """Read a folder of either format: ``res101.mat`` + ``att_splits.mat``, or ``zsl.json``
     naming semshift files (``{"split": ..., "store": ..., "embeddings": ...}``, paths relative
@@ -511,10 +578,11 @@ def read_zsl_data(directory: str | Path, *, name: str | None = None) -> ZSLData:
         return read_xlsa(root, name=name)
     spec_file = root / "zsl.json"
     if spec_file.is_file():
-        try:
-            spec = json.loads(spec_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"{spec_file}: unreadable ({err})") from None
+        spec = read_json(spec_file, "zero-shot data file")
+        if not isinstance(spec, dict):
+            raise InputError(
+                f"{spec_file}: expected a JSON object naming 'split', 'store' and 'embeddings'"
+            )
         missing = [k for k in ("split", "store", "embeddings") if k not in spec]
         if missing:
             raise InputError(f"{spec_file}: missing key(s) {', '.join(missing)}")
