@@ -76,8 +76,12 @@ def versions() -> dict[str, str]:
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (a temporary file in the same folder, then one rename)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk or a kill signal: leave no partial file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _save_tensors(
@@ -90,8 +94,12 @@ def _save_tensors(
 
     tmp = path.with_name(f".{path.name}.tmp")
     plain = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
-    save_file(plain, str(tmp), metadata={**meta, CHECKSUMS_KEY: checksum_metadata(plain, meta)})
-    _sort_metadata(tmp)
+    try:
+        save_file(plain, str(tmp), metadata={**meta, CHECKSUMS_KEY: checksum_metadata(plain, meta)})
+        _sort_metadata(tmp)
+    except BaseException:  # a full disk: leave no partial file behind (the old one is intact)
+        tmp.unlink(missing_ok=True)
+        raise
     if keep is not None and path.is_file():
         kept = keep.with_name(f".{keep.name}.tmp")
         kept.unlink(missing_ok=True)
