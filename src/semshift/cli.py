@@ -1783,11 +1783,12 @@ def benchmark_run(
         cfg["bootstrap"] = {"n_resamples": bootstrap}
     where = f"semshift benchmark run {name}"
     loaded = load_config(cfg, source=where)  # validated before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     record = benchmark_record(name, cfg["conventions"], sample)
-    (out / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
-    result = run(loaded, progress=not quiet, force=force, wait=wait)
+    files = {  # committed with the results: a killed run leaves the previous ones intact
+        "config.json": json.dumps(cfg, indent=2) + "\n",
+        "benchmark.json": json.dumps(record, indent=2) + "\n",
+    }
+    result = run(loaded, progress=not quiet, force=force, wait=wait, files=files)
     _print_run(result)
 
 

@@ -109,6 +109,10 @@ def test_ssb_imagenet_sample_run(tmp_path, weights, semshift):
                       "fpr_convention": "exact", "sample": N}  # fmt: skip
     cfg = json.loads((out / "config.json").read_text())
     assert "SAMPLE of 6 images per set" in cfg["name"]
+    # both committed with the results (a killed re-run cannot leave them from another run)
+    from semshift.report import check_committed
+
+    assert {"config.json", "benchmark.json"} <= set(check_committed(out).results)
     res = pd.read_csv(out / "results.csv")
     osr = res[(res.protocol == "osr") & (res.metric == "auroc")]
     assert sorted(osr.split) == ["easy", "easy", "hard", "hard"]

@@ -83,6 +83,15 @@ def _logits(path: Path) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- store repair
+def test_verify_of_an_unreadable_meta_json_points_to_repair(store, cli) -> None:
+    (store / "meta.json").write_bytes(b'{"format": 3, "model": "caf')
+    done = cli(["store", "verify", store])
+    assert done.returncode == 2
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {store / 'meta.json'}: unreadable")
+    assert lines[0].endswith(f"`semshift store repair {store}` rebuilds it from the shards")
+
+
 def test_repair_rebuilds_an_unreadable_meta_json(store, images, tiny, cli) -> None:
     want = _logits(store)
     (store / "meta.json").write_bytes(b'{"format": 3, "model": "caf\xe9"')

@@ -1287,9 +1287,15 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{meta_file}: unreadable ({err})") from None
+        raise InputError(
+            f"{meta_file}: unreadable ({err}); `semshift store repair {root}` rebuilds it from "
+            "the shards"
+        ) from None
     if not isinstance(meta, dict):
-        raise InputError(f"{meta_file}: not a store's meta.json (expected a JSON object)")
+        raise InputError(
+            f"{meta_file}: not a store's meta.json (expected a JSON object); `semshift store "
+            f"repair {root}` rebuilds it from the shards"
+        )
     return meta
 
 
@@ -1789,7 +1795,8 @@ def repair_store(path: str | Path) -> RepairResult:
     except InputError as err:
         if not (root / "meta.json").is_file():
             raise  # not a finished store (unfinished, or no store at all)
-        return _repair_meta(root, str(err))  # meta.json unreadable: rebuilt by the extraction
+        # meta.json unreadable: rebuilt by the extraction (the message's repair hint dropped)
+        return _repair_meta(root, str(err).split("; `semshift store repair")[0])
     if not damages:
         return RepairResult([], len(meta.get("shards", [])), [])
     if not (root / "run.json").is_file():
