@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "run": 5,
     "demo": 6,
     "cli": 7,
+    "__main__": 8,  # ``python -m semshift``: the command
 }
 
 

@@ -950,7 +950,10 @@ def train_model(
     ] = None,
     method: Annotated[
         str | None,
-        typer.Option(help="Training method: ce (default), logitnorm, oe, ... (semshift.training)."),
+        typer.Option(
+            help="Training method: ce (default), logitnorm, oe, arpl or arpl_cs "
+            "(semshift.training; tests/test_cli_help.py keeps this list equal to the registry)."
+        ),
     ] = None,
     param: Annotated[
         list[str] | None,
@@ -1804,7 +1807,11 @@ def zsl_run(
     ],
     method: Annotated[
         list[str] | None,
-        typer.Option("--method", help="A zero-shot method (repeatable; default all eight)."),
+        typer.Option(
+            "--method",
+            help="A zero-shot method (repeatable; default all eight): conse, latem, ale, devise, "
+            "sje, eszsl, sync or sae.",
+        ),
     ] = None,
     split: Annotated[
         str, typer.Option(help="Proposed split version: v1, v2 or both (Table 1's V1 vs V2).")
