@@ -43,15 +43,28 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, imported semshift module) of every import in ``path``."""
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes inside ``if TYPE_CHECKING:`` blocks (annotations only)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            out |= {id(n) for b in node.body for n in ast.walk(b)}
+    return out
+
+
+def _imports(path: Path, *, type_checking: bool = True) -> list[tuple[int, str]]:
+    """(line, imported semshift module) of every import in ``path``; ``type_checking=False``
+    leaves out the imports under ``if TYPE_CHECKING:`` (used in annotations only)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     rel = path.relative_to(SRC.parent).with_suffix("")
     package = list(rel.parts) if path.name == "__init__.py" else list(rel.parts[:-1])
     if path.name == "__init__.py":
         package = package[:-1]
+    skip = set() if type_checking else _type_checking_only(tree)
     out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.startswith("semshift")]
         elif isinstance(node, ast.ImportFrom):

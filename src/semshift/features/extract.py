@@ -28,6 +28,7 @@ import torch
 from semshift.detectors import ModelLevelDetector
 from semshift.errors import InputError
 from semshift.features.data import ImageDataset, ImageSource, normalize_batch, parse_preset
+from semshift.features.device import resolve_device
 from semshift.features.model_detectors import (
     check_model_detectors,
     get_model_detector,
@@ -73,25 +74,6 @@ class ExtractSummary:
     images_per_s: float
     device: str
     skip_reasons: dict[str, int] = field(default_factory=dict)
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` -> CUDA when available, else CPU; anything else as given.
-
-    Raises
-    ------
-    InputError
-        CUDA was asked for but is not available, or the name is not a device.
-    """
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as err:
-        raise InputError(f"device {device!r}: {err}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"device {device!r} asked for, but CUDA is not available here")
-    return dev
 
 
 def _batches(todo: list[int], n: int, shard_size: int, batch_size: int) -> Iterator[list[int]]:

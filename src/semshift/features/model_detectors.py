@@ -174,7 +174,7 @@ def fit_model_detectors(
     """
     import torch
 
-    from semshift.features.extract import resolve_device
+    from semshift.features.device import resolve_device
 
     fitting = [d for d in detectors if d.fits]
     if not fitting:

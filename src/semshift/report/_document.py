@@ -10,7 +10,6 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from matplotlib.figure import Figure
 from semshift.report import figures as F
 from semshift.report import tables as T
 from semshift.report._load import RunData
+from semshift.report.blocks import Block, FigureRef, Paragraph, Report, Section
 from semshift.report.gallery import (
     GALLERY_DIR,
     Gallery,
@@ -31,47 +31,6 @@ __all__ = ["FigureRef", "Gallery", "Paragraph", "Report", "Section", "build_repo
 
 #: Resolution of the saved PNGs: small, so 24-detector small multiples stay light.
 DPI = 80
-
-
-@dataclass(frozen=True)
-class FigureRef:
-    """A saved figure: PNG path, alt text and caption."""
-
-    path: Path
-    alt: str
-    caption: str
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    """Plain text (no markup); ``items`` renders as a bullet list after the text."""
-
-    text: str
-    items: tuple[str, ...] = ()
-
-
-Block = T.Table | FigureRef | Paragraph | Gallery
-
-
-@dataclass
-class Section:
-    """A report section: ``key`` is its HTML anchor."""
-
-    key: str
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    """Everything the renderers need."""
-
-    title: str
-    intro: Paragraph
-    sections: list[Section]
-    figures: list[Path]
-    timings: dict[str, float]
-    thumbnails: list[Path] = field(default_factory=list)
 
 
 def fpr_convention(provenance: dict[str, Any]) -> str:

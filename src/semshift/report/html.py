@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import html
 
-from semshift.report._document import FigureRef, Paragraph, Report
+from semshift.report.blocks import FigureRef, Paragraph, Report
 from semshift.report.gallery import Gallery, Thumbnail
 from semshift.report.tables import Table
 

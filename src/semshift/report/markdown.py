@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from semshift.report._document import FigureRef, Paragraph, Report
+from semshift.report.blocks import FigureRef, Paragraph, Report
 from semshift.report.gallery import GALLERY_DIR, Gallery
 from semshift.report.tables import Table
 

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from semshift.errors import InputError
 from semshift.features.data import ImageSource, open_source
-from semshift.features.extract import resolve_device
+from semshift.features.device import resolve_device
 from semshift.features.models import ModelAdapter, load_model
 from semshift.training.checkpoint import (
     CHECKPOINT,
