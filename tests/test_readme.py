@@ -41,3 +41,25 @@ def test_readme_gives_the_two_setup_commands():
     assert commands == ["make demo", "make test"]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def test_the_development_section_states_the_enforced_layers():
+    """README's layer table is the one tests/test_layering.py enforces, and the extension guide
+    it links to exists and names every kind of extension."""
+    from .test_layering import LAYERS
+
+    text = README.read_text()
+    dev = text.split("## Development", 1)[1]
+    rows = re.findall(r"^\| (\d+)(?: \(base\))? \| (.+?) \|$", dev, flags=re.M)
+    stated = {}
+    for level, parts in rows:
+        for part in re.findall(r"`([^`]+)`", parts):
+            stated[part] = int(level)
+    if "the package root" in dev:
+        stated["__init__"] = 0
+    assert stated == {k: v for k, v in LAYERS.items() if k != "__main__"}
+    guide = (README.parent / "docs" / "design" / "extending.md").read_text()
+    kinds = ("detector", "metric", "protocol", "split builder", "training method",
+             "zero-shot method", "model", "dataset layout", "benchmark", "command")  # fmt: skip
+    for kind in kinds:
+        assert f"| {kind}" in guide or f"| post-hoc {kind}" in guide, kind
