@@ -10,7 +10,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from semshift import detectors
-from semshift.cli import _detector_spec, _selections
+from semshift.cli._options import detector_spec
+from semshift.cli.runs import selections
 from semshift.features import open_store
 from tests.run.conftest import build_stores
 
@@ -77,14 +78,14 @@ def test_report_is_written_again_from_a_finished_run(stores, tmp_path, semshift)
 
 
 def test_numeric_selections_and_bad_options_are_one_line(stores, tmp_path, semshift):
-    assert _selections(["test:sem_level=1", "test:sem_level=x"], {"test"}) == {
+    assert selections(["test:sem_level=1", "test:sem_level=x"], {"test"}) == {
         "test": {"sem_level": ["1", 1, "x"]}
     }
-    assert _selections(["a:f=0.5", "a:ok=True"], {"a"}) == {
+    assert selections(["a:f=0.5", "a:ok=True"], {"a"}) == {
         "a": {"f": ["0.5", 0.5], "ok": ["True", True]}
     }
-    assert _detector_spec("knn") == {"name": "knn", "params": {}}
-    assert _detector_spec("nnguide:alpha=0.1, k=10,backend=numpy") == {
+    assert detector_spec("knn") == {"name": "knn", "params": {}}
+    assert detector_spec("nnguide:alpha=0.1, k=10,backend=numpy") == {
         "name": "nnguide", "params": {"alpha": 0.1, "k": 10, "backend": "numpy"}
     }  # fmt: skip
     out = tmp_path / "g"

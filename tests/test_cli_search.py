@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from semshift.cli import _search_spec
+from semshift.cli.runs import search_spec
 from semshift.errors import SemshiftError
 from tests.run.search_stores import build_search_stores
 
@@ -96,14 +96,14 @@ def test_a_leak_and_missing_options_are_one_line(stores, tmp_path, semshift):
 
 
 def test_search_space_parser():
-    assert _search_spec("knn") == "knn"
-    assert _search_spec("knn:k=1,10,50") == {"name": "knn", "params": {"k": [1, 10, 50]}}
-    assert _search_spec("nnguide:k=1,10,alpha=0.1,1.0") == {
+    assert search_spec("knn") == "knn"
+    assert search_spec("knn:k=1,10,50") == {"name": "knn", "params": {"k": [1, 10, 50]}}
+    assert search_spec("nnguide:k=1,10,alpha=0.1,1.0") == {
         "name": "nnguide", "params": {"k": [1, 10], "alpha": [0.1, 1.0]},
     }  # fmt: skip
-    assert _search_spec("cadref:logit_method=msp,energy") == {
+    assert search_spec("cadref:logit_method=msp,energy") == {
         "name": "cadref", "params": {"logit_method": ["msp", "energy"]},
     }  # fmt: skip
     for bad in ("knn:1,2", "knn:k=1,k=2", "knn:k=", "knn:=3"):
         with pytest.raises(SemshiftError, match="--search-space"):
-            _search_spec(bad)
+            search_spec(bad)

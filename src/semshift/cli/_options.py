@@ -1,0 +1,110 @@
+"""Options, parsers and printers shared by several command modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from semshift.errors import SemshiftError
+
+if TYPE_CHECKING:
+    from semshift.run import RunResult
+
+
+console = Console(soft_wrap=True)  # paths and messages are never broken across lines
+
+#: the --taxonomy option every taxonomy-aware command takes
+TaxonomyOption = Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")]
+#: the --force and --quiet options of the commands that drive the runner
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Recompute every stage, ignoring the cache.")
+]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
+]
+#: --wait/--no-wait of the commands that write an output folder or a store
+WaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait/--no-wait",
+        help="While another process writes the same output folder: wait for it, or exit 2.",
+    ),
+]
+
+
+@contextmanager
+def memory(doing: str, lower: str) -> Iterator[None]:
+    """Out of memory (or threads) inside the block: one line saying what needed how much
+    (:func:`semshift.errors.out_of_memory`), while ``doing`` what, and ``lower``: which
+    options lower it. What was written before (shards, checkpoints, the run's cache) stays."""
+    from semshift.errors import ResourceError, out_of_memory
+
+    try:
+        yield
+    except (MemoryError, RuntimeError) as err:
+        what = out_of_memory(err)
+        if what is None:
+            raise
+        raise ResourceError(f"{what}, {doing}; {lower}") from None
+
+
+#: the --conventions option of the commands that compute ranking metrics
+ConventionsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--conventions",
+        help="exact (default) or openood: FPR@95 and AUPR-In/Out exactly as OpenOOD v1.5's "
+        "evaluator computes them (they differ on tied scores); recorded in the results.",
+    ),
+]
+
+
+def detector_spec(item: str) -> dict[str, object]:
+    """``knn`` or ``knn:k=50,backend=numpy`` -> a detector entry of the config.
+
+    Values are read as YAML scalars: ``k=50`` is an integer, ``p=0.9`` a float, ``x=true`` a
+    boolean.
+    """
+    import yaml
+
+    name, colon, rest = item.partition(":")
+    params: dict[str, object] = {}
+    for pair in rest.split(",") if colon else []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise SemshiftError(f"--detector {item!r}: expected NAME or NAME:KEY=VALUE,KEY=VALUE")
+        try:
+            params[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            params[key.strip()] = value
+    return {"name": name.strip(), "params": params}
+
+
+def print_run(result: RunResult) -> None:
+    """The headline table, the errors the run went on after, and where everything is."""
+    from semshift.report import headline_table
+
+    if len(result.results):
+        try:
+            console.print(headline_table(result.results).to_rich())
+        except SemshiftError as exc:  # no protocol with a table: the rows are in results.csv
+            console.print(f"no headline table: {exc}")
+    search = (result.provenance.get("notes") or {}).get("search") or {}
+    for det, chosen in (search.get("chosen") or {}).items():
+        values = ", ".join(f"{k}={v}" for k, v in chosen.items())
+        value = (search.get("value") or {}).get(det)
+        on = f" ({search.get('objective')} {value:.4f} on validation)" if value is not None else ""
+        console.print(f"search: {det} {values}{on}")
+    for err in result.errors:
+        console.print(f"[yellow]warning[/yellow]: {err}")
+    total = result.provenance.get("total_seconds", 0.0)
+    console.print(f"{result.output} ({len(result.results)} result rows, {total:.1f} s)")
+    report = result.report
+    for kind in ("html", "md"):
+        path = getattr(report, kind, None)
+        if path is not None:
+            console.print(f"report: {path}")

@@ -1,0 +1,546 @@
+"""`semshift splits ...`: build, check and inspect class splits."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from semshift.errors import SemshiftError
+
+if TYPE_CHECKING:
+    from semshift.splits.ssb import SSBResult
+
+from semshift.cli._app import splits_app
+from semshift.cli._options import TaxonomyOption, console
+
+
+def _fmt(x: object) -> str:
+    if isinstance(x, float):
+        return f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
+    return str(x)
+
+
+@splits_app.command("ssb")
+def splits_ssb(
+    out: Annotated[
+        Path, typer.Option(help="Output directory (split.json, audit.csv, summary.csv).")
+    ],
+    preset: Annotated[str, typer.Option(help="ssb, nearest, lch-mean or hierarchy.")] = "ssb",
+    known: Annotated[str, typer.Option(help="Known classes: shipped list name or file of ids.")] = (
+        "imagenet1k"
+    ),
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidates: shipped list or file (custom taxonomy: default all leaves)."
+        ),
+    ] = None,
+    taxonomy: TaxonomyOption = "wordnet",
+    graph: Annotated[str | None, typer.Option(help="induced-tree or dag.")] = None,
+    measure: Annotated[str | None, typer.Option(help="path, lch, wup or gap.")] = None,
+    aggregation: Annotated[str | None, typer.Option(help="sum, mean, median or nearest.")] = None,
+    easy_first: Annotated[
+        str | None, typer.Option(help="Which score end is Easy: low/high.")
+    ] = None,
+    bin_size: Annotated[int | None, typer.Option(help="Classes per bin (default 1000).")] = None,
+    quantiles: Annotated[
+        str | None, typer.Option(help="Two rank fractions instead of sizes, e.g. 0.333,0.667.")
+    ] = None,
+    winter21: Annotated[
+        bool, typer.Option("--winter21", help="Keep only ImageNet-21K-P winter21 classes.")
+    ] = False,
+    restrict_to: Annotated[
+        str | None, typer.Option(help="Keep only these classes (list name or file).")
+    ] = None,
+) -> None:
+    """Build Easy/Medium/Hard open-set splits by semantic distance (Semantic Shift Benchmark)."""
+    from semshift.splits.ssb import build_ssb_split
+
+    if winter21 and restrict_to:
+        raise SemshiftError("--winter21 and --restrict-to are exclusive")
+    q = None
+    if quantiles:
+        try:
+            q = [float(x) for x in quantiles.split(",")]
+        except ValueError:
+            raise SemshiftError(
+                f"--quantiles: expected two numbers like 0.333,0.667, got {quantiles!r}"
+            ) from None
+    if pool is None and taxonomy in ("wordnet", "wordnet-3.0"):
+        pool = "imagenet21k-p"
+    t0 = time.perf_counter()
+    result = build_ssb_split(
+        known,
+        pool,
+        taxonomy=taxonomy,
+        preset=preset,
+        graph=graph,  # type: ignore[arg-type]
+        measure=measure,  # type: ignore[arg-type]
+        aggregation=aggregation,  # type: ignore[arg-type]
+        easy_first=easy_first,  # type: ignore[arg-type]
+        bin_size=bin_size,
+        quantiles=q,
+        restrict_to="imagenet21k-p-winter21" if winter21 else restrict_to,
+    )
+    result.write(out)
+    _print_split(result, out, time.perf_counter() - t0)
+
+
+def _print_split(result: SSBResult, out: Path, seconds: float) -> None:
+    counts = result.manifest.extra["counts"]
+    s = result.summary
+    table = Table(
+        title=f"{result.manifest.method} split ({result.manifest.params['measure']}, "
+        f"{result.manifest.params['aggregation']})"
+    )
+    for col, justify in (
+        ("bin", "left"),
+        ("classes", "right"),
+        ("score min / mean / max", "right"),
+        ("depth", "right"),
+        ("nearest", "right"),
+        ("examples", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in s.itertuples(index=False):
+        table.add_row(
+            r.bin,
+            str(r.classes),
+            f"{_fmt(r.score_min)} / {_fmt(r.score_mean)} / {_fmt(r.score_max)}",
+            f"{r.mean_depth:.1f}",
+            f"{r.mean_nearest_distance:.1f}",
+            r.examples,
+        )
+    console.print(table)
+    console.print(
+        f"known {counts['known_used']} of {counts['known_given']} | candidates "
+        f"{counts['candidates']} (overlap removed: {counts['overlap_removed']}) | "
+        f"wrote {out}/split.json, audit.csv, summary.csv in {seconds:.1f} s"
+    )
+    dropped = result.manifest.extra["dropped"]["not_in_restrict_to"]
+    if dropped:
+        console.print(
+            "dropped by restriction: " + ", ".join(f"{k} {v}" for k, v in dropped.items())
+        )
+
+
+@splits_app.command("cleaning")
+def splits_cleaning(
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv).")],
+    id_classes: Annotated[
+        str, typer.Option("--id", help="ID classes: shipped list name or file of ids.")
+    ] = "imagenet1k",
+    pool: Annotated[str, typer.Option(help="Candidates: shipped list or file.")] = "imagenet21k-p",
+    taxonomy: TaxonomyOption = "wordnet",
+    exclude_subtree: Annotated[
+        list[str] | None,
+        typer.Option(help="Subtree to drop (repeatable; default organism.n.01)."),
+    ] = None,
+    no_exclude: Annotated[
+        bool, typer.Option("--no-exclude", help="Drop no subtree (skip rule 2).")
+    ] = False,
+    all_candidates: Annotated[
+        bool, typer.Option("--all-candidates", help="Skip rule 4 (keep non-sisters too).")
+    ] = False,
+) -> None:
+    """Clean a candidate pool for semantic-shift OOD (ImageNet-OOD rules 1-4)."""
+    from semshift.splits.cleaning import RULES, build_cleaning_split
+
+    if no_exclude and exclude_subtree:
+        raise SemshiftError("--no-exclude and --exclude-subtree are exclusive")
+    subtrees: list[str] = [] if no_exclude else (exclude_subtree or ["organism.n.01"])
+    t0 = time.perf_counter()
+    result = build_cleaning_split(
+        id_classes,
+        pool,
+        taxonomy=taxonomy,
+        exclude_subtrees=subtrees,
+        sisters_only=not all_candidates,
+    )
+    result.write(out)
+    c = result.counts
+    table = Table(title=f"cleaning {pool} against {id_classes}")
+    table.add_column("rule")
+    table.add_column("dropped", justify="right")
+    table.add_column("example")
+    audit = result.audit
+    for number, code in RULES.items():
+        ex = audit.loc[audit["rule"] == code].head(1)
+        example = f"{ex['name'].iloc[0]}: {ex['reason'].iloc[0]}" if len(ex) else ""
+        table.add_row(f"{number} {code}", str(c[code]), example)
+    table.add_row("kept", str(c["kept"]), ", ".join(audit.loc[audit["kept"], "name"].head(4)))
+    console.print(table)
+    console.print(
+        f"candidates {c['candidates']} | after rules 1-2: {c['after_rules_1_2']} "
+        f"(sisters among them: {c['sisters_after_rules_1_2']}) | kept {c['kept']} | wrote "
+        f"{out}/split.json, audit.csv in {time.perf_counter() - t0:.1f} s"
+    )
+
+
+@splits_app.command("zsl")
+def splits_zsl(
+    classes: Annotated[str, typer.Option(help="The dataset's classes: list name or file.")],
+    images: Annotated[Path, typer.Option(help="Image list: 'path label' lines or a CSV.")],
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, images.csv).")],
+    taxonomy: TaxonomyOption = "wordnet",
+    unseen: Annotated[str | None, typer.Option(help="Explicit unseen classes (file).")] = None,
+    unseen_fraction: Annotated[float, typer.Option(help="Fraction of classes unseen.")] = 0.2,
+    val_fraction: Annotated[float, typer.Option(help="Fraction of seen classes for val.")] = 0.2,
+    test_seen_fraction: Annotated[
+        float, typer.Option(help="Fraction of seen images held out as test_seen.")
+    ] = 0.2,
+    not_unseen: Annotated[
+        str | None, typer.Option(help="Classes that must stay seen (e.g. imagenet1k).")
+    ] = None,
+    max_hops: Annotated[
+        int | None, typer.Option(help="Unseen within this many edges of a --not-unseen class.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Build a zero-shot split (seen/unseen classes; train/val/test_seen/test_unseen images)."""
+    from semshift.splits.zsl import build_zsl_split
+
+    result = build_zsl_split(
+        classes,
+        images,
+        taxonomy=taxonomy,
+        unseen=unseen,
+        unseen_fraction=unseen_fraction,
+        val_fraction=val_fraction,
+        test_seen_fraction=test_seen_fraction,
+        not_unseen=not_unseen,
+        max_hops=max_hops,
+        seed=seed,
+    )
+    result.write(out)
+    m = result.manifest
+    table = Table(title="zero-shot split")
+    table.add_column("set")
+    table.add_column("classes", justify="right")
+    table.add_column("images", justify="right")
+    counts = m.extra["counts"]
+    for name, n_cls in (
+        ("trainval", len(m.known)),
+        ("train", len(m.bins["train"])),
+        ("val", len(m.bins["val"])),
+        ("test_seen", len(m.known)),
+        ("test_unseen", len(m.bins["unseen"])),
+    ):
+        table.add_row(name, str(n_cls), str(counts["images_" + name]))
+    console.print(table)
+    console.print(f"wrote {out}/split.json, images.csv")
+
+
+@splits_app.command("check")
+def splits_check(
+    manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
+    images: Annotated[
+        Path | None, typer.Option(help="Image table (path, set[, class]); default: manifest's.")
+    ] = None,
+    root: Annotated[Path | None, typer.Option(help="Resolve relative image paths here.")] = None,
+    no_hash: Annotated[bool, typer.Option("--no-hash", help="Skip content hashing.")] = False,
+    report: Annotated[Path | None, typer.Option(help="Write every violation to this CSV.")] = None,
+) -> None:
+    """Check a split for class and image leaks; exit 1 when any is found."""
+    from semshift.splits.check import check_split
+
+    result = check_split(manifest, images, root=root, hash_content=not no_hash)
+    if report is not None:
+        result.violations.to_csv(report, index=False)
+    checked = ", ".join(f"{k} {v}" for k, v in result.checked.items())
+    if result.ok:
+        console.print(f"no leaks found ({checked})")
+        return
+    table = Table(title=f"{len(result.violations)} violation(s) in {manifest}")
+    for col in ("kind", "set_a", "set_b", "count", "first"):
+        table.add_column(col)
+    for r in result.summary().itertuples(index=False):
+        table.add_row(r.kind, r.set_a, r.set_b, str(r.count), str(r.first))
+    console.print(table)
+    console.print(f"checked: {checked}")
+    raise typer.Exit(1)
+
+
+@splits_app.command("superclass")
+def splits_superclass(
+    out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv, ...).")],
+    names: Annotated[str, typer.Option(help="'sood' (56 names) or a file, one per line.")] = "sood",
+    pool: Annotated[str, typer.Option(help="Candidate sub-classes: list or file.")] = (
+        "imagenet21k-p"
+    ),
+    taxonomy: TaxonomyOption = "wordnet",
+    levels: Annotated[int, typer.Option(help="Hyponym levels gathered below a node.")] = 2,
+    min_subclasses: Annotated[int, typer.Option(help="Drop smaller super-classes.")] = 10,
+    threshold: Annotated[float, typer.Option(help="Cosine threshold of the text fallback.")] = 0.5,
+    sense: Annotated[str, typer.Option(help="most-subclasses or first.")] = "most-subclasses",
+    scores: Annotated[
+        Path | None,
+        typer.Option(
+            help="Per-image scores CSV (class, score[, superclass, path]): also build the "
+            "IID / Easy / Hard sub-class split (images.csv, subclasses.csv)."
+        ),
+    ] = None,
+    score_over: Annotated[
+        str | None,
+        typer.Option(
+            help="With --scores: a sub-class's score averages 'all' its images (the paper's "
+            "released code; default) or the 'kept' ones inside 1.5 IQR."
+        ),
+    ] = None,
+) -> None:
+    """SOOD super-classes: match names to nodes, gather sub-classes (no images needed); with
+    --scores, the IID / Easy / Hard split of the sub-classes."""
+    from semshift.errors import InputError
+    from semshift.splits.superclass import SCORE_OVER, build_score_split, build_superclasses
+
+    if score_over is not None and score_over not in SCORE_OVER:
+        raise InputError(f"--score-over must be 'all' or 'kept', got {score_over!r}")
+    if score_over is not None and scores is None:
+        raise InputError("--score-over applies only with --scores (the image-score stage)")
+    t0 = time.perf_counter()
+    result = build_superclasses(
+        names,
+        pool,
+        taxonomy=taxonomy,
+        levels=levels,
+        min_subclasses=min_subclasses,
+        threshold=threshold,
+        sense=sense,
+        allow_empty=True,
+    )
+    result.write(out)
+    t = result.superclasses
+    table = Table(title=f"super-classes over {pool}")
+    for col in ("super-class", "node", "matched by", "sub-classes", "kept"):
+        table.add_column(col)
+    for r in t.itertuples(index=False):
+        table.add_row(
+            r.superclass, r.node_name, r.matched_by, str(r.subclasses), "yes" if r.kept else "no"
+        )
+    console.print(table)
+    written = "split.json, audit.csv, superclasses.csv"
+    if scores is not None:
+        stage2 = build_score_split(result, scores, score_over=score_over or "all")
+        stage2.write(out)  # its split.json (IID / Easy / Hard bins) replaces stage 1's
+        counts = stage2.manifest.extra["counts"]
+        split_table = Table(title=f"sub-class splits (score over {score_over or 'all'} images)")
+        for col in ("split", "sub-classes"):
+            split_table.add_column(col)
+        for name in ("iid", "easy", "hard"):
+            split_table.add_row(name, str(counts[f"bin_{name}"]))
+        console.print(split_table)
+        written += ", images.csv, subclasses.csv"
+    console.print(
+        f"{int(t.kept.sum())} of {len(t)} super-classes kept, "
+        f"{int(t.loc[t.kept, 'subclasses'].sum())} sub-classes | wrote {out}/{written} "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+
+
+def _load_npy(path: Path, what: str):
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise SemshiftError(f"{what} {path}: cannot read a .npy array ({err})") from None
+
+
+@splits_app.command("graded")
+def splits_graded(
+    id_features: Annotated[Path, typer.Option(help="ID image embeddings, (N_id, l) .npy.")],
+    test_features: Annotated[Path, typer.Option(help="Test image embeddings, (N, l) .npy.")],
+    laid: Annotated[Path, typer.Option(help="A trained LAID matrix (.npz).")],
+    out: Annotated[Path, typer.Option(help="Output directory (levels.csv, cells.csv).")],
+    levels: Annotated[int, typer.Option(help="Levels per axis.")] = 8,
+    policy: Annotated[str, typer.Option(help="equal-width, quantile or fixed.")] = "equal-width",
+    min_count: Annotated[int, typer.Option(help="Cells with fewer images are N/A.")] = 10,
+    method: Annotated[
+        str,
+        typer.Option(help="Nearest-ID search: exact, ivf (approximate) or auto (ivf if large)."),
+    ] = "auto",
+    nprobe: Annotated[
+        int | None, typer.Option(help="ivf: cells probed per test image (more: more exact).")
+    ] = None,
+) -> None:
+    """IS-OOD graded shift levels: D_sem / D_cov to the nearest ID image, binned n x n."""
+    from semshift.splits.graded import LAID, graded_grid
+
+    model = LAID.load(laid)
+    samples, cells = graded_grid(
+        _load_npy(id_features, "--id-features"),
+        _load_npy(test_features, "--test-features"),
+        model,
+        n_levels=levels,
+        policy=policy,
+        min_count=min_count,
+        method=method,
+        nprobe=nprobe,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    samples.to_csv(out / "levels.csv", index_label="row")
+    cells.to_csv(out / "cells.csv", index=False)
+    grid = cells.pivot(index="sem_level", columns="cov_level", values="count")
+    table = Table(title="images per cell (semantic level x covariate level; N/A below min count)")
+    table.add_column("sem \\ cov")
+    for c in grid.columns:
+        table.add_column(str(c), justify="right")
+    for lvl, row in grid.iterrows():
+        table.add_row(str(lvl), *(str(v) if v >= min_count else f"({v})" for v in row))
+    console.print(table)
+    search = cells.attrs["search"]
+    how = search["method"]
+    if how == "ivf":
+        how += f" (approximate: {search['nprobe']} of {search['nlist']} cells probed)"
+    console.print(
+        f"{len(samples)} test images, {how} nearest-ID search | wrote {out}/levels.csv, cells.csv"
+    )
+
+
+def _group_filter(items: list[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SemshiftError(f"{option}: expected KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+@splits_app.command("ambiguity")
+def splits_ambiguity(
+    id_store: Annotated[Path, typer.Option(help="Feature store of ID images.")],
+    candidates: Annotated[Path, typer.Option(help="Feature store of candidate OOD images.")],
+    threshold: Annotated[float, typer.Option(help="Drop images nearer than this to an ID image.")],
+    out: Annotated[Path, typer.Option(help="Output directory (images.csv, classes.csv).")],
+    id_select: Annotated[
+        list[str] | None, typer.Option(help="Group filter on the ID store, KEY=VALUE.")
+    ] = None,
+    max_fraction: Annotated[
+        float, typer.Option(help="Drop classes with more than this fraction of dropped images.")
+    ] = 0.5,
+    metric: Annotated[str, typer.Option(help="euclidean or cosine.")] = "euclidean",
+) -> None:
+    """ImageNet-OOD rule 5: drop candidate images (and classes) visually close to ID images."""
+    import numpy as np
+
+    from semshift.features.store import open_verified
+    from semshift.splits.cleaning import visual_ambiguity
+
+    # both verified, and of one model: distances between two models' features mean nothing
+    opened = open_verified({"--id-store": id_store, "--candidates": candidates})
+    ids, cand = opened["--id-store"], opened["--candidates"]
+    sel = ids.select(**_group_filter(id_select, "--id-select")) if id_select else ids.all()
+    (id_feats,) = sel.arrays("features")
+    (cand_feats,) = cand.all().arrays("features")
+    classes_meta = cand.meta.get("classes") or {}
+    class_ids = classes_meta.get("ids") if isinstance(classes_meta, dict) else classes_meta
+    labels = cand.labels
+    if class_ids:
+        names = np.asarray(list(class_ids), dtype=object)
+        cls = np.where(labels >= 0, names[np.maximum(labels, 0)], "unknown")
+    else:
+        cls = labels.astype(str)
+    images, per_class = visual_ambiguity(
+        id_feats, cand_feats, cls, threshold=threshold, max_fraction=max_fraction, metric=metric
+    )
+    images.insert(0, "path", cand.index["path"].to_numpy())
+    out.mkdir(parents=True, exist_ok=True)
+    images.to_csv(out / "images.csv", index=False)
+    per_class.to_csv(out / "classes.csv", index=False)
+    console.print(
+        f"{int(images['dropped'].sum())} of {len(images)} candidate images within {threshold} "
+        f"of an ID image ({len(id_feats)} ID images); {int(per_class['dropped'].sum())} of "
+        f"{len(per_class)} classes dropped (> {max_fraction:.0%} of their images) | wrote "
+        f"{out}/images.csv, classes.csv"
+    )
+
+
+@splits_app.command("laid")
+def splits_laid(
+    model: Annotated[str, typer.Option(help="An image-text model, open_clip/<name>.")],
+    out: Annotated[Path, typer.Option(help="Where to save the LAID matrix (.npz).")],
+    weights: Annotated[Path | None, typer.Option(help="Local weights of the model.")] = None,
+    random_init: Annotated[
+        bool, typer.Option("--random-init", help="Random weights (for testing the pipeline).")
+    ] = False,
+    labels: Annotated[
+        str, typer.Option(help="Semantic labels: a class list (names of its classes).")
+    ] = "imagenet1k",
+    taxonomy: TaxonomyOption = "wordnet",
+    triplets: Annotated[int, typer.Option(help="Training triplets.")] = 20_000,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 50,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Train the IS-OOD LAID decomposition on CLIP text embeddings of template x label texts."""
+    from semshift.features.models import load_model
+    from semshift.splits.graded import (
+        COVARIATE_TEMPLATES,
+        check_laid_options,
+        fit_laid_from_text,
+    )
+    from semshift.splits.ssb import resolve_classes
+    from semshift.taxonomy import load_taxonomy
+
+    if not model.startswith("open_clip/"):
+        raise SemshiftError(f"--model {model!r}: LAID needs an image-text model, open_clip/<name>")
+    # every option checked before the model is built (seconds, and its library's log lines)
+    options = {"epochs": "--epochs", "n_triplets": "--triplets"}
+    check_laid_options(epochs=epochs, n_triplets=triplets, names=options)
+    tax = load_taxonomy(taxonomy)
+    ids, _ = resolve_classes(tax, labels, "labels")
+    names = tax.labels(ids)
+    check_laid_options(n_labels=len(names))
+    encoder = load_model(model, weights=weights, random_init=random_init, seed=seed)
+    laid = fit_laid_from_text(encoder, names, n_triplets=triplets, seed=seed, epochs=epochs)
+    path = laid.save(out)
+    console.print(
+        f"LAID {laid.dim} x {laid.dim} from {triplets} triplets ({len(names)} labels x "
+        f"{len(COVARIATE_TEMPLATES)} templates); orthogonality error "
+        f"{laid.orthogonality_error():.3g} | wrote {path}"
+    )
+
+
+@splits_app.command("show")
+def splits_show(
+    manifest: Annotated[Path, typer.Argument(help="A split.json or a directory holding one.")],
+) -> None:
+    """Print a split manifest's method, known classes and bin sizes."""
+    from semshift.splits.manifest import SplitManifest
+
+    m = SplitManifest.read(manifest)
+    table = Table(title=f"{m.method} ({m.taxonomy}, semshift {m.semshift_version})")
+    table.add_column("set")
+    table.add_column("classes", justify="right")
+    table.add_column("first classes")
+    table.add_row("known", str(len(m.known)), ", ".join(m.known[:4]))
+    for name, ids in m.bins.items():
+        table.add_row(name, str(len(ids)), ", ".join(ids[:4]))
+    console.print(table)
+
+
+@splits_app.command("compare")
+def splits_compare(
+    a: Annotated[str, typer.Argument(help="A split.json (or its directory) or published:NAME.")],
+    b: Annotated[str, typer.Argument(help="The second split, the same way.")],
+) -> None:
+    """Class overlap of two splits, known classes and bin by bin (counts and Jaccard index)."""
+    from semshift.catalog import resolve_manifest
+    from semshift.splits.manifest import compare_manifests
+
+    ma, mb = resolve_manifest(a), resolve_manifest(b)
+    t = compare_manifests(ma, mb)
+    table = Table(title=f"A = {a} vs B = {b}")
+    for col in ("set", "A", "B", "common", "jaccard"):
+        table.add_column(col, justify="left" if col == "set" else "right")
+    for r in t.itertuples(index=False):
+        jac = "-" if r.jaccard != r.jaccard else f"{r.jaccard:.3f}"  # NaN: both empty
+        table.add_row(r.bin, str(r.n_a), str(r.n_b), str(r.n_common), jac)
+    console.print(table)
+    for label, m in (("A", ma), ("B", mb)):
+        digest = m.params.get("list_hash") if m.method.startswith("published:") else None
+        console.print(f"{label}: {m.method}" + (f" (lists {digest})" if digest else ""))
