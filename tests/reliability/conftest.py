@@ -37,3 +37,30 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Callable[..., subprocess.Completed
         return subprocess.CompletedProcess(list(args), code, out, err)
 
     return call
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An image folder of two classes, three images each."""
+    from tests.training.images import write_class_images
+
+    return write_class_images(tmp_path_factory.mktemp("images") / "imgs", {"a": 3, "b": 3})
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Weights of the tests' tiny CNN with a two-class head."""
+    from tests.tiny_model import save_tiny_cnn_weights
+
+    return save_tiny_cnn_weights(tmp_path_factory.mktemp("tiny") / "tiny.pt", 2)
+
+
+def extract_args(images: Path, weights: Path, out: Path) -> list[str]:
+    """``semshift extract`` of ``images`` with the tiny CNN into ``out``: shards of 2 rows."""
+    from tests.tiny_model import TINY_CNN
+
+    return [
+        "extract", "--model", TINY_CNN, "--weights", weights, "--data", images, "--out", out,
+        "--num-classes", "2", "--preset", "resize32-crop32", "--batch-size", "2",
+        "--shard-size", "2", "--workers", "0", "--device", "cpu", "--no-progress",
+    ]  # fmt: skip

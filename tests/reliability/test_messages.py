@@ -23,48 +23,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.reliability.conftest import extract_args
 from tests.reliability.test_tracebacks import one_error
-from tests.tiny_model import TINY_CNN, save_tiny_cnn_weights
-from tests.training.images import write_class_images
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_class_images(tmp_path_factory.mktemp("msg_images") / "imgs", {"a": 3, "b": 3})
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_tiny_cnn_weights(tmp_path_factory.mktemp("msg_tiny") / "tiny.pt", 2)
+from tests.tiny_model import save_tiny_cnn_weights
 
 
 def _extract(cli, images: Path, weights: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return cli(
-        [
-            "extract",
-            "--model",
-            TINY_CNN,
-            "--weights",
-            weights,
-            "--data",
-            images,
-            "--out",
-            out,
-            "--num-classes",
-            "2",
-            "--preset",
-            "resize32-crop32",
-            "--batch-size",
-            "2",
-            "--shard-size",
-            "2",
-            "--workers",
-            "0",
-            "--device",
-            "cpu",
-            "--no-progress",
-        ]
-    )
+    return cli(extract_args(images, weights, out))
 
 
 @pytest.fixture

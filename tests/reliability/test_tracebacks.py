@@ -33,9 +33,8 @@ import pandas as pd
 import pytest
 
 from tests.features.test_ensemble import member_store
+from tests.reliability.conftest import extract_args
 from tests.run.conftest import build_stores
-from tests.tiny_model import save_tiny_cnn_weights
-from tests.training.images import write_class_images
 
 #: What torch's CPU allocator raises (its own words; 784 MiB asked for).
 TORCH_OOM = (
@@ -59,46 +58,6 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return build_stores(tmp_path_factory.mktemp("tb_stores"))
 
 
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_class_images(tmp_path_factory.mktemp("tb_images") / "imgs", {"a": 3, "b": 3})
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_tiny_cnn_weights(tmp_path_factory.mktemp("tb_tiny") / "tiny.pt", 2)
-
-
-def _extract_args(images: Path, weights: Path, out: Path) -> list[str]:
-    from tests.tiny_model import TINY_CNN
-
-    return [
-        "extract",
-        "--model",
-        TINY_CNN,
-        "--weights",
-        weights,
-        "--data",
-        images,
-        "--out",
-        out,
-        "--num-classes",
-        "2",
-        "--preset",
-        "resize32-crop32",
-        "--batch-size",
-        "2",
-        "--shard-size",
-        "2",
-        "--workers",
-        "0",
-        "--device",
-        "cpu",
-        "--no-progress",
-    ]
-
-
-# --------------------------------------------------------------------------- out of memory
 def test_a_real_torch_allocation_failure_reads_as_what_it_needed() -> None:
     import torch
 
@@ -240,14 +199,14 @@ def test_extract_out_of_memory_keeps_the_written_shards(
     out = tmp_path / "store"
     monkeypatch.setattr(extract_mod, "normalize_batch", normalize)
     one_error(
-        cli(_extract_args(images, tiny, out)),
+        cli(extract_args(images, tiny, out)),
         "out of memory: an allocation of 784 MiB",
         "(torch CPU allocator), extracting semshift-test-tiny-cnn (--batch-size 2",
         "smaller --batch-size (e.g. 1)",
         f"written to {out} are kept",
     )
     monkeypatch.undo()
-    again = cli(_extract_args(images, tiny, out))
+    again = cli(extract_args(images, tiny, out))
     assert again.returncode == 0, again.stderr
     assert "6 of 6 images stored in 3 shards (2 resumed)" in again.stdout
     assert len(open_store(out)) == 6
@@ -350,7 +309,7 @@ def test_resuming_an_extraction_whose_run_json_is_not_utf8(images, tiny, tmp_pat
     (out / "shards").mkdir(parents=True)
     (out / "run.json").write_bytes(b'{"model": "r\xe9snet"}')
     line = one_error(
-        cli(_extract_args(images, tiny, out)),
+        cli(extract_args(images, tiny, out)),
         f"extraction record {out / 'run.json'} is not UTF-8 text (byte 0xe9",
         "extract into another output directory",
     )
