@@ -17,6 +17,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "semshift"
 
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "params": 0,
+    "registry": 0,
     "textio": 0,
     "locking": 0,
     "data": 0,

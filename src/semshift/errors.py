@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 __all__ = [
+    "DuplicateNameError",
     "InputError",
     "NotFittedError",
+    "ParamError",
     "ResourceError",
     "SemshiftError",
     "TaxonomyFormatError",
@@ -33,6 +35,22 @@ class UnknownNameError(SemshiftError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class DuplicateNameError(InputError):
+    """A registry (detectors, models, benchmarks, ...) already holds an entry of this name."""
+
+
+class ParamError(InputError):
+    """A parameter value a declared constraint rejects; ``key`` names the parameter.
+
+    Raised in a params model's validators to name the offending key of a cross-field check
+    (the split builders report it as ``{where}.params.{key}: {message}``).
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class TaxonomyFormatError(SemshiftError):

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     "semshift.detectors",
-    "semshift.detectors._params",
+    "semshift.params",
+    "semshift.registry",
     "semshift.detectors._registry",
     "semshift.detectors.logit",
 ]

@@ -180,7 +180,7 @@ def check_params(name: str, params: Mapping[str, Any]) -> None:
     >>> detectors.check_params("knn", {"k": 0})
     Traceback (most recent call last):
     ...
-    semshift.errors.InputError: knn: k must be an integer >= 1, got 0
+    semshift.errors.ParamError: knn: k must be an integer >= 1, got 0
     """
     cls = get_class(name)
     accepted = cls.param_names()
@@ -290,7 +290,7 @@ def check_search_space(
     >>> detectors.check_search_space("knn", {"k": [0, 10]})
     Traceback (most recent call last):
     ...
-    semshift.errors.InputError: knn: k must be an integer >= 1, got 0
+    semshift.errors.ParamError: knn: k must be an integer >= 1, got 0
     """
     cls = get_class(name)
     if cls.level != "post_hoc":

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from semshift.errors import InputError, SemshiftError, UnknownNameError
+from semshift.errors import InputError, ParamError, SemshiftError, UnknownNameError
 from semshift.splits.manifest import SplitManifest
 
 if TYPE_CHECKING:
@@ -54,17 +54,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class ParamError(ValueError):
-    """Raised in a params model's validators to name the offending key of a cross-field check.
-
-    ``validate_params`` reports it as ``{where}.params.{key}: {message}``.
-    """
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 class BuilderParams(BaseModel):
