@@ -169,7 +169,8 @@ class GeneralisationConfig(ProtocolConfig):
 
 @register_protocol(
     "generalisation", GeneralisationConfig,
-    "closed-set accuracy and macro-F1 under covariate shift, relative drop (SOOD)", order=50,
+    "closed-set accuracy and macro-F1 under covariate shift, relative drop (SOOD)",
+    order=50, on_stores=True,
 )  # fmt: skip
 def _run_generalisation(inputs: ProtocolInputs, config: GeneralisationConfig) -> pd.DataFrame:
     return generalisation(inputs.id_test, inputs.others)

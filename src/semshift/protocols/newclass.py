@@ -227,7 +227,8 @@ class NewclassConfig(ProtocolConfig):
 
 @register_protocol(
     "newclass_failure", NewclassConfig,
-    "new-class vs failure detection and the AUROC decomposition (ImageNet-OOD)", order=20,
+    "new-class vs failure detection and the AUROC decomposition (ImageNet-OOD)",
+    order=20, on_stores=True,
 )  # fmt: skip
 def _run_newclass(inputs: ProtocolInputs, config: NewclassConfig) -> pd.DataFrame:
     return newclass_failure(inputs.id_test, inputs.others, bootstrap=inputs.bootstrap)

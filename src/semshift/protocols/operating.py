@@ -375,7 +375,7 @@ def _rate_key(g: _Group, det: str, metric: str) -> dict[str, Any]:
 @register_protocol(
     "operating_point", OperatingPointConfig,
     "the rejection rule at a target ID recall: rejection and accepted-and-wrong rates per set",
-    needs_id_val=True, order=70,
+    needs_id_val=True, order=70, on_stores=True,
 )  # fmt: skip
 def _run_operating_point(inputs: ProtocolInputs, config: OperatingPointConfig) -> pd.DataFrame:
     return operating_point(

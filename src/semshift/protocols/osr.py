@@ -179,7 +179,7 @@ class OsrConfig(ProtocolConfig):
 
 @register_protocol(
     "osr", OsrConfig, "open-set recognition: accuracy, AUROC and OSCR per OOD split (SSB)",
-    metric_keys=("metrics",), order=10,
+    metric_keys=("metrics",), order=10, on_stores=True,
 )  # fmt: skip
 def _run_osr(inputs: ProtocolInputs, config: OsrConfig) -> pd.DataFrame:
     metrics = config.metrics or list(inputs.metrics)

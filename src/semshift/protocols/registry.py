@@ -140,6 +140,9 @@ class ProtocolSpec:
         Config fields holding ranking-metric names (checked when the config is loaded).
     order : int
         Protocols run, and their rows appear, in increasing ``order`` (then by name).
+    on_stores : bool
+        It needs only the scored ID test set and other sets (no split levels, random models or
+        zero-shot data), so ``semshift evaluate`` can run it on feature stores alone.
     """
 
     name: str
@@ -150,6 +153,7 @@ class ProtocolSpec:
     needs_random_models: bool = False
     metric_keys: tuple[str, ...] = ()
     order: int = 100
+    on_stores: bool = False
 
 
 _REGISTRY: dict[str, ProtocolSpec] = {}
@@ -164,6 +168,7 @@ def register_protocol(
     needs_random_models: bool = False,
     metric_keys: Sequence[str] = (),
     order: int = 100,
+    on_stores: bool = False,
 ) -> Callable[[Callable[[ProtocolInputs, C], pd.DataFrame]], Callable[..., pd.DataFrame]]:
     """Decorator registering ``run(inputs, config) -> DataFrame`` as the protocol ``name``."""
 
@@ -174,7 +179,15 @@ def register_protocol(
             raise TypeError(f"protocol {name!r}: a random-model protocol's config must be a "
                             "RandomModelsConfig")  # fmt: skip
         _REGISTRY[name] = ProtocolSpec(
-            name, config, fn, summary, needs_id_val, needs_random_models, tuple(metric_keys), order
+            name,
+            config,
+            fn,
+            summary,
+            needs_id_val,
+            needs_random_models,
+            tuple(metric_keys),
+            order,
+            on_stores,
         )
         return fn
 
