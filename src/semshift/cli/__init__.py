@@ -1,6 +1,9 @@
 """The ``semshift`` command: the typer app (:mod:`semshift.cli._app`), one module per command
 group, and :func:`main`, which turns errors into one line.
 
+A command group is added by one module: :func:`register_command_group` (or an entry point of
+the ``semshift.commands`` group; see :mod:`semshift.cli._app`).
+
 User mistakes (bad names, files, options) print one line to stderr and exit with status 2; nothing
 already written is removed.
 """
@@ -23,7 +26,7 @@ from semshift.cli import (  # noqa: F401  (each module registers its commands on
     train,
     zsl,
 )
-from semshift.cli._app import app
+from semshift.cli._app import COMMAND_GROUPS, CommandGroup, app, register_command_group
 from semshift.errors import SemshiftError
 
 #: errno values of a write that found no room: the file is named, and what to do
@@ -167,4 +170,4 @@ if __name__ == "__main__":  # pragma: no cover
     main()
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMAND_GROUPS", "CommandGroup", "app", "main", "register_command_group"]

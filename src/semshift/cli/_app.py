@@ -1,39 +1,148 @@
-"""The typer application and its command groups; the command modules register on them."""
+"""The typer application and the registry of its command groups; the command modules register
+on them.
+
+A command group (``semshift splits ...``) is a :class:`typer.Typer` registered in
+:data:`COMMAND_GROUPS` with :func:`register_command_group`; the root app mounts every
+registered group, so one module adds a group (it registers at import), or a third-party
+package does without an edit to semshift, through the ``semshift.commands`` entry-point group:
+an entry point that names a ``typer.Typer`` object is registered under the entry point's name;
+one that names a module registers when imported::
+
+    [project.entry-points."semshift.commands"]
+    mytool = "mypackage.cli:app"
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+import itertools
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import typer
+from typer.models import TyperInfo
 
 from semshift import __version__
-
-if TYPE_CHECKING:
-    pass
-
 from semshift.cli._options import console
+from semshift.errors import DuplicateNameError, InputError
+from semshift.registry import Registry
 
-app = typer.Typer(
+__all__ = ["COMMAND_GROUPS", "CommandGroup", "app", "register_command_group"]
+
+_COUNTER = itertools.count()
+
+
+@dataclass(frozen=True)
+class CommandGroup:
+    """A registered command group: ``semshift NAME ...`` runs the commands of ``app``.
+
+    Attributes
+    ----------
+    name : str
+        The group's name on the command line.
+    app : typer.Typer
+        Its commands (and its help: ``typer.Typer(help=...)``).
+    builtin : bool
+        Shipped with semshift (``docs/cli.md`` documents these alone).
+    index : int
+        Registration order: the order of ``semshift --help``.
+    """
+
+    name: str
+    app: typer.Typer
+    builtin: bool = False
+    index: int = field(default_factory=lambda: next(_COUNTER))
+
+
+def _adopt(name: str, obj: Any) -> None:
+    """An entry point of ``semshift.commands`` that names an object: a typer app."""
+    if not isinstance(obj, typer.Typer):
+        raise InputError(
+            f"command group {name!r}: the entry point must name a typer.Typer, "
+            f"got {type(obj).__name__}"
+        )
+    register_command_group(name, obj)
+
+
+#: every command group of the ``semshift`` command, in registration order
+COMMAND_GROUPS: Registry[CommandGroup] = Registry(
+    "command group",
+    entry_points="semshift.commands",
+    order=lambda name, group: group.index,
+    adopt=_adopt,
+)
+
+
+class _RootApp(typer.Typer):
+    """The root app: its command groups are :data:`COMMAND_GROUPS`, read whenever the command
+    is built (so a group registered or removed later is mounted or gone)."""
+
+    @property
+    def registered_groups(self) -> list[TyperInfo]:
+        return [TyperInfo(g.app, name=name) for name, g in COMMAND_GROUPS.items()]
+
+    @registered_groups.setter
+    def registered_groups(self, value: list[TyperInfo]) -> None:
+        if value:  # typer's constructor sets []; groups come from the registry
+            raise TypeError("register command groups with register_command_group")
+
+    def add_typer(self, typer_instance: typer.Typer, *, name: str | None = None, **_: Any) -> None:
+        """``app.add_typer(group, name=...)``: :func:`register_command_group`."""
+        if name is None:
+            raise InputError("a command group needs a name: add_typer(group, name=...)")
+        register_command_group(name, typer_instance)
+
+
+app = _RootApp(
     name="semshift",
     help="Measure classifiers and OOD detectors under semantic vs covariate shift.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-splits_app = typer.Typer(help="Build and inspect class splits.", no_args_is_help=True)
-taxonomy_app = typer.Typer(help="Query WordNet or a custom hierarchy.", no_args_is_help=True)
-app.add_typer(splits_app, name="splits")
-app.add_typer(taxonomy_app, name="taxonomy")
-benchmark_app = typer.Typer(
-    help="The seed papers' benchmarks: list, check the files, run.", no_args_is_help=True
-)
-app.add_typer(benchmark_app, name="benchmark")
-zsl_app = typer.Typer(
-    help="Zero-shot learning: the proposed-splits paper's eight methods.", no_args_is_help=True
-)
-app.add_typer(zsl_app, name="zsl")
-store_app = typer.Typer(help="Check and repair feature stores.", no_args_is_help=True)
-app.add_typer(store_app, name="store")
+
+
+def register_command_group(name: str, group: typer.Typer, *, builtin: bool = False) -> typer.Typer:
+    """Mount ``group`` as ``semshift NAME``.
+
+    Parameters
+    ----------
+    name : str
+        The group's name on the command line; not a command's or another group's.
+    group : typer.Typer
+        Its commands.
+    builtin : bool
+        Shipped with semshift (documented in ``docs/cli.md``).
+
+    Returns
+    -------
+    typer.Typer
+        ``group``, unchanged.
+
+    Raises
+    ------
+    DuplicateNameError
+        ``name`` is a command or a registered group already.
+    """
+    if not isinstance(group, typer.Typer):
+        raise InputError(f"command group {name!r}: expected a typer.Typer, got {group!r}")
+    commands = {c.name or (c.callback.__name__ if c.callback else "") for c in
+                app.registered_commands}  # fmt: skip
+    if name in commands:
+        raise DuplicateNameError(f"command group name {name!r} is a command already")
+    COMMAND_GROUPS.add(name, CommandGroup(name, group, builtin=builtin))
+    return group
+
+
+def _builtin(name: str, help: str) -> typer.Typer:
+    group = typer.Typer(help=help, no_args_is_help=True)
+    return register_command_group(name, group, builtin=True)
+
+
+splits_app = _builtin("splits", "Build and inspect class splits.")
+taxonomy_app = _builtin("taxonomy", "Query WordNet or a custom hierarchy.")
+benchmark_app = _builtin("benchmark", "The seed papers' benchmarks: list, check the files, run.")
+zsl_app = _builtin("zsl", "Zero-shot learning: the proposed-splits paper's eight methods.")
+store_app = _builtin("store", "Check and repair feature stores.")
 
 
 def _version(value: bool) -> None:

@@ -26,6 +26,10 @@ ForceOption = Annotated[
 QuietOption = Annotated[
     bool, typer.Option("--quiet", help="No progress bars or stage timing lines.")
 ]
+#: --device, --workers and --progress/--no-progress of the commands that run a model
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
+WorkersOption = Annotated[int, typer.Option(help="DataLoader worker processes.")]
+ProgressOption = Annotated[bool, typer.Option(help="Show the progress bar.")]
 #: --wait/--no-wait of the commands that write an output folder or a store
 WaitOption = Annotated[
     bool,
@@ -64,24 +68,11 @@ ConventionsOption = Annotated[
 
 
 def detector_spec(item: str) -> dict[str, object]:
-    """``knn`` or ``knn:k=50,backend=numpy`` -> a detector entry of the config.
+    """``knn`` or ``knn:k=50,backend=numpy`` -> a detector entry of the config
+    (:func:`semshift.run.from_stores.detector_spec`, imported when first used)."""
+    from semshift.run.from_stores import detector_spec as spec
 
-    Values are read as YAML scalars: ``k=50`` is an integer, ``p=0.9`` a float, ``x=true`` a
-    boolean.
-    """
-    import yaml
-
-    name, colon, rest = item.partition(":")
-    params: dict[str, object] = {}
-    for pair in rest.split(",") if colon else []:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise SemshiftError(f"--detector {item!r}: expected NAME or NAME:KEY=VALUE,KEY=VALUE")
-        try:
-            params[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            params[key.strip()] = value
-    return {"name": name.strip(), "params": params}
+    return spec(item)
 
 
 def print_run(result: RunResult) -> None:

@@ -13,6 +13,7 @@ from semshift.errors import SemshiftError
 if TYPE_CHECKING:
     pass
 
+from semshift.cli import _choices
 from semshift.cli._app import benchmark_app
 from semshift.cli._options import (
     ConventionsOption,
@@ -25,6 +26,12 @@ from semshift.cli._options import (
 )
 
 # --------------------------------------------------------------------------- benchmark
+BenchmarkArgument = Annotated[
+    str,
+    typer.Argument(
+        help=f"Benchmark name (semshift benchmark list): {_choices.listed(_choices.BENCHMARKS)}."
+    ),
+]
 RootOption = Annotated[
     list[str] | None,
     typer.Option("--root", help="KEY=PATH: a dataset root the benchmark reads (repeatable)."),
@@ -59,7 +66,7 @@ CorruptOption = Annotated[
     typer.Option(
         "--corrupt",
         help="imagenet-ood: NAME:SEVERITY, ImageNet val with semshift's own corruption as a "
-        "covariate set (repeatable).",
+        f"covariate set (repeatable); NAME: {_choices.listed(_choices.CORRUPTIONS)}.",
     ),
 ]
 
@@ -153,7 +160,7 @@ def benchmark_list() -> None:
 
 @benchmark_app.command("check")
 def benchmark_check(
-    name: Annotated[str, typer.Argument(help="Benchmark name (semshift benchmark list).")],
+    name: BenchmarkArgument,
     root: RootOption = None,
     train_per_class: TrainPerClassOption = None,
     keep_medium: KeepMediumOption = False,
@@ -179,7 +186,7 @@ def benchmark_check(
 
 @benchmark_app.command("run")
 def benchmark_run(
-    name: Annotated[str, typer.Argument(help="Benchmark name (semshift benchmark list).")],
+    name: BenchmarkArgument,
     model: Annotated[str, typer.Option("--model", help="Model name (semshift.features).")],
     weights: Annotated[
         str, typer.Option("--weights", help="Weights file or torchvision name (IMAGENET1K_V2).")
@@ -188,7 +195,13 @@ def benchmark_run(
     root: RootOption = None,
     detector: Annotated[
         list[str] | None,
-        typer.Option("--detector", "-d", help="NAME or NAME:KEY=VALUE,... (default msp, mls)."),
+        typer.Option(
+            "--detector",
+            "-d",
+            help="NAME or NAME:KEY=VALUE,... (repeatable; default msp, mls): "
+            + _choices.detectors()
+            + ".",
+        ),
     ] = None,
     conventions: ConventionsOption = None,
     num_classes: Annotated[

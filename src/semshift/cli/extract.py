@@ -7,13 +7,56 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from semshift.detectors import list_detectors
+from semshift.cli import _choices
+from semshift.cli._app import app
+from semshift.cli._options import (
+    DeviceOption,
+    ProgressOption,
+    WaitOption,
+    WorkersOption,
+    console,
+    memory,
+)
 
 if TYPE_CHECKING:
-    pass
+    from semshift.features.model_detectors import ModelLevelDetector
 
-from semshift.cli._app import app
-from semshift.cli._options import WaitOption, console, memory
+
+def _groups(items: list[str] | None) -> dict[str, str]:
+    """``--group KEY=VALUE`` options -> the group columns of every row."""
+    from semshift.errors import InputError
+
+    groups: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--group {item!r}: expected KEY=VALUE")
+        groups[key.strip()] = value
+    return groups
+
+
+def _score_detectors(
+    score: list[str] | None, fit_images: Path | None
+) -> tuple[list[ModelLevelDetector], list[str]]:
+    """The ``--score`` detectors, and the names of those fitted on ``--fit-images``."""
+    from semshift.errors import InputError
+    from semshift.features.model_detectors import get_model_detector
+
+    dets = [get_model_detector(name) for name in score or ()]
+    fitting = [d.name for d in dets if d.fits]
+    if fitting and fit_images is None:
+        raise InputError(
+            f"--score {', '.join(fitting)}: learns from ID training images; give them with "
+            "--fit-images DIR"
+        )
+    if fit_images is not None and not fitting:
+        raise InputError("--fit-images applies only with a --score detector that learns from "
+                         "ID training images")  # fmt: skip
+    return dets, fitting
+
+
+_CLASS_LISTS = _choices.listed(_choices.CLASS_LISTS)
+_CORRUPTIONS = _choices.listed(_choices.CORRUPTIONS)
 
 
 @app.command("extract")
@@ -39,14 +82,15 @@ def extract_features(
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of --random-init and of corruptions.")] = 0,
     classes: Annotated[
-        str | None, typer.Option(help="Class list: shipped name (imagenet1k) or file of ids.")
+        str | None,
+        typer.Option(help=f"Class list: shipped name ({_CLASS_LISTS}) or file of ids."),
     ] = None,
     num_classes: Annotated[
         int | None, typer.Option(help="Head size (default: the class list's length, else 1000).")
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Images per forward pass.")] = 64,
     shard_size: Annotated[int, typer.Option(help="Rows per shard.")] = 10_000,
-    workers: Annotated[int, typer.Option(help="DataLoader worker processes.")] = 4,
+    workers: WorkersOption = 4,
     preset: Annotated[
         str | None,
         typer.Option(
@@ -54,7 +98,7 @@ def extract_features(
             "weights were trained with, else imagenet)."
         ),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: DeviceOption = "auto",
     unknown: Annotated[
         str, typer.Option(help="Class folder not in the class list: error, skip or ood (-1).")
     ] = "error",
@@ -62,14 +106,15 @@ def extract_features(
         list[str] | None, typer.Option(help="Group column for every row, KEY=VALUE (repeatable).")
     ] = None,
     corruption: Annotated[
-        str | None, typer.Option(help="ImageNet-C corruption applied after the crop.")
+        str | None,
+        typer.Option(help=f"ImageNet-C corruption applied after the crop: {_CORRUPTIONS}."),
     ] = None,
     severity: Annotated[int, typer.Option(help="Corruption severity, 1-5.")] = 3,
     score: Annotated[
         list[str] | None,
         typer.Option(
-            help="Model-level detector stored as a score column: "
-            + ", ".join(list_detectors(level="model"))
+            help="Model-level detector stored as a score column (repeatable): "
+            + _choices.detectors(level="model")
             + "."
         ),
     ] = None,
@@ -90,7 +135,7 @@ def extract_features(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster to join: auto or HOST:PORT (default: local).")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: ProgressOption = True,
     wait: WaitOption = True,
 ) -> None:
     """Extract logits, features and the head of a model over an image set into a feature store."""
@@ -106,12 +151,7 @@ def extract_features(
     preset = preset or (pre["preset"] if pre is not None else "imagenet")
     if weights is not None and random_init:
         raise InputError("give only one of --weights and --random-init")
-    groups: dict[str, str] = {}
-    for item in group or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--group {item!r}: expected KEY=VALUE")
-        groups[key.strip()] = value
+    groups = _groups(group)
     corrupt = None
     if corruption is not None:
         from semshift.features.corruptions import Corruption
@@ -128,18 +168,9 @@ def extract_features(
         model, weights=weights, random_init=random_init, seed=seed, num_classes=n_cls,
         classnames=names,
     )  # fmt: skip
-    from semshift.features.model_detectors import fit_model_detectors, get_model_detector
+    from semshift.features.model_detectors import fit_model_detectors
 
-    dets = [get_model_detector(name) for name in score or ()]
-    fitting = [d.name for d in dets if d.fits]
-    if fitting and fit_images is None:
-        raise InputError(
-            f"--score {', '.join(fitting)}: learns from ID training images; give them with "
-            "--fit-images DIR"
-        )
-    if fit_images is not None and not fitting:
-        raise InputError("--fit-images applies only with a --score detector that learns from "
-                         "ID training images")  # fmt: skip
+    dets, fitting = _score_detectors(score, fit_images)
     doing = (
         f"extracting {model} (--batch-size {batch_size}, --workers {workers}, --device {device})"
     )

@@ -13,6 +13,7 @@ from semshift.errors import SemshiftError
 if TYPE_CHECKING:
     pass
 
+from semshift.cli import _choices
 from semshift.cli._app import app
 from semshift.cli._options import (
     ConventionsOption,
@@ -42,82 +43,25 @@ def run_config(
     print_run(result)
 
 
-#: protocols ``semshift evaluate`` runs on stores alone (the others need a model or more config)
-EVALUATE_PROTOCOLS = ("osr", "newclass_failure", "generalisation", "operating_point")
+#: the ranking metrics, for --help (written out: :mod:`semshift.cli._choices`)
+_RANKING = _choices.listed(_choices.RANKING_METRICS)
+_PROTOCOLS = _choices.listed(_choices.EVALUATE_PROTOCOLS)
 
 
-def _named_stores(items: list[str] | None, option: str) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for item in items or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise SemshiftError(f"{option}: expected NAME=STORE, got {item!r}")
-        if name in out or name in ("train", "val", "test"):
-            raise SemshiftError(f"{option}: set name {name!r} is taken; give each set its own name")
-        out[name] = Path(path)
-    return out
+def __getattr__(name: str) -> object:
+    """``EVALUATE_PROTOCOLS`` (from the protocol registry) and the option parsers that moved to
+    :mod:`semshift.run.from_stores` (``selections``, ``search_spec``), imported on first use:
+    the protocol registry and semshift.run take a second to import, which every ``semshift``
+    call would pay at start-up."""
+    if name == "EVALUATE_PROTOCOLS":
+        from semshift.run.from_stores import evaluate_protocols
 
+        return tuple(evaluate_protocols())
+    if name in ("selections", "search_spec", "_named_stores"):
+        from semshift.run import from_stores
 
-def selections(items: list[str] | None, sets: set[str]) -> dict[str, dict[str, list[object]]]:
-    """``SET:KEY=VALUE`` options -> per set, per column, the accepted values.
-
-    A value that reads as a number or a boolean also matches that number or boolean, so
-    ``severity=3`` selects an integer column as well as a text one.
-    """
-    out: dict[str, dict[str, list[object]]] = {}
-    for item in items or []:
-        name, colon, cond = item.partition(":")
-        key, eq, value = cond.partition("=")
-        if not colon or not eq or not key:
-            raise SemshiftError(f"--select: expected SET:KEY=VALUE, got {item!r}")
-        if name not in sets:
-            raise SemshiftError(
-                f"--select {item!r}: no set {name!r}; sets: {', '.join(sorted(sets))}"
-            )
-        values: list[object] = [value]
-        for conv in (int, float):
-            try:
-                values.append(conv(value))
-                break
-            except ValueError:
-                continue
-        if value.lower() in ("true", "false"):
-            values.append(value.lower() == "true")
-        out.setdefault(name, {}).setdefault(key, []).extend(values)
-    return out
-
-
-def search_spec(item: str) -> str | dict[str, object]:
-    """``knn`` or ``knn:k=1,10,50,alpha=0.1,1`` -> a ``search.detectors`` entry of the config.
-
-    After the colon, ``KEY=V1,V2,...`` gives a hyperparameter's candidates in the order tried;
-    a value without ``=`` continues the previous key's list. Values are read as YAML scalars.
-    """
-    import yaml
-
-    name, colon, rest = item.partition(":")
-    if not colon:
-        return name.strip()
-    params: dict[str, list[object]] = {}
-    key: str | None = None
-    for token in rest.split(","):
-        k, eq, value = token.partition("=")
-        if eq:
-            key = k.strip()
-            if not key or key in params:
-                raise SemshiftError(
-                    f"--search-space {item!r}: expected NAME:KEY=V1,V2,... with each KEY once"
-                )
-            params[key] = []
-        else:
-            value = token
-        if key is None or not value.strip():
-            raise SemshiftError(f"--search-space {item!r}: expected NAME or NAME:KEY=V1,V2,...")
-        try:
-            params[key].append(yaml.safe_load(value))
-        except yaml.YAMLError:
-            params[key].append(value.strip())
-    return {"name": name.strip(), "params": params}
+        return getattr(from_stores, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @app.command("evaluate")
@@ -149,18 +93,18 @@ def evaluate_stores(
             "--detector",
             "-d",
             help="Detector NAME or NAME:KEY=VALUE,... with parameters, e.g. knn:k=50 (repeatable; "
-            "default: every detector the stores allow).",
+            "default: every detector the stores allow): " + _choices.detectors() + ".",
         ),
     ] = None,
     protocol: Annotated[
         list[str] | None,
-        typer.Option(
-            help="osr (default), newclass_failure, generalisation, operating_point (repeatable)."
-        ),
+        typer.Option(help=f"Protocol (repeatable; default osr): {_PROTOCOLS}."),
     ] = None,
     metric: Annotated[
         list[str] | None,
-        typer.Option(help="Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out)."),
+        typer.Option(
+            help=f"Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out): {_RANKING}."
+        ),
     ] = None,
     conventions: ConventionsOption = None,
     operating_point: Annotated[
@@ -215,7 +159,10 @@ def evaluate_stores(
     ] = None,
     search_objective: Annotated[
         str,
-        typer.Option("--search-objective", help="Ranking metric the search optimises."),
+        typer.Option(
+            "--search-objective",
+            help=f"Ranking metric the search optimises: {_RANKING}.",
+        ),
     ] = "auroc",
     force: ForceOption = False,
     wait: WaitOption = True,
@@ -228,81 +175,15 @@ def evaluate_stores(
     import json
 
     from semshift.run import load_config, run
+    from semshift.run.from_stores import WHERE, config_from_stores, option_words
 
-    oods = _named_stores(ood, "--ood")
-    covs = _named_stores(covariate, "--covariate")
-    clash = sorted(set(oods) & set(covs))
-    if clash:
-        raise SemshiftError(f"--ood and --covariate: set name(s) {', '.join(clash)} given twice")
-    if not oods and not covs:
-        raise SemshiftError("give at least one --ood NAME=STORE or --covariate NAME=STORE")
-    protocols = list(dict.fromkeys(protocol or ["osr"]))
-    bad = [p for p in protocols if p not in EVALUATE_PROTOCOLS]
-    if bad:
-        raise SemshiftError(
-            f"--protocol {bad[0]!r}: evaluate runs {', '.join(EVALUATE_PROTOCOLS)}; the others "
-            "need a model or more settings: use semshift run with a config"
-        )
-    search = search or bool(search_space)
-    val_name: str | None = None
-    val_path = Path()
-    if search:
-        if val_ood is None:
-            raise SemshiftError("--search needs --val-ood STORE: the validation OOD set")
-        if val is None:
-            raise SemshiftError(
-                "--search needs --val STORE: ID validation rows the detectors are not fitted on"
-            )
-        named = _named_stores([val_ood if "=" in val_ood else f"val_ood={val_ood}"], "--val-ood")
-        val_name, val_path = next(iter(named.items()))
-        if val_name in oods or val_name in covs:
-            raise SemshiftError(f"--val-ood: set name {val_name!r} is taken by another set")
-    elif val_ood is not None:
-        raise SemshiftError("--val-ood goes with --search (or --search-space)")
-    names = {"train": "id_train", "val": "id_val", "test": "id_test"}
-    sets = {*names, *oods, *covs, *([val_name] if val_name else [])}
-    sel = selections(select, sets - ({"val"} if val is None else set()))
-
-    def source(name: str, path: Path) -> dict[str, object]:
-        return {"store": str(path.absolute()), "select": sel.get(name, {})}
-
-    data: dict[str, object] = {"id_train": source("train", train), "id_test": source("test", test)}
-    if val is not None:
-        data["id_val"] = source("val", val)
-    data["sets"] = {
-        **{n: {**source(n, p), "role": "ood", "split": n} for n, p in oods.items()},
-        **{n: {**source(n, p), "role": "covariate"} for n, p in covs.items()},
-    }
-    if val_name is not None:  # searched on, never evaluated
-        data["sets"][val_name] = {**source(val_name, val_path), "role": "ood"}  # type: ignore[index]
-    if mixed_models:
-        data["mixed_models"] = True
-    protocols_cfg: dict[str, dict[str, object]] = {p: {} for p in protocols}
-    if operating_point is not None:
-        protocols_cfg["operating_point"] = {"recall": operating_point}
-    cfg: dict[str, object] = {
-        "name": out.name or "evaluate",
-        "output": str(out.absolute()),
-        "seed": seed,
-        "data": data,
-        "detectors": [detector_spec(d) for d in dict.fromkeys(detector)] if detector else "all",
-        "protocols": protocols_cfg,
-        "bootstrap": {"n_resamples": bootstrap, "seed": seed},
-        "report": {"formats": ["html", "md"]} if report else None,
-    }
-    if metric:
-        cfg["metrics"] = list(dict.fromkeys(metric))
-    if val_name is not None:
-        cfg["search"] = {
-            "val_ood": val_name,
-            "detectors": [search_spec(s) for s in dict.fromkeys(search_space)]
-            if search_space
-            else "all",
-            "objective": search_objective,
-        }
-    if conventions is not None:
-        cfg["conventions"] = conventions
-    where = "semshift evaluate"
+    cfg = config_from_stores(
+        train, test, ood=ood, covariate=covariate, val=val, select=select, detectors=detector,
+        protocols=protocol, metrics=metric, conventions=conventions,
+        operating_point=operating_point, bootstrap=bootstrap, seed=seed, output=out,
+        report=report, mixed_models=mixed_models, search=search, search_space=search_space,
+        val_ood=val_ood, search_objective=search_objective,
+    )  # fmt: skip
     files = {"config.json": json.dumps(cfg, indent=2) + "\n"}  # committed with the results
     lower = (
         "lower it with SEMSHIFT_THREADS=1 (fewer threads), SEMSHIFT_BLOCK_ROWS=4096 (smaller "
@@ -312,11 +193,11 @@ def evaluate_stores(
     try:
         with memory("evaluating", lower):
             result = run(
-                load_config(cfg, source=where), progress=not quiet, force=force, wait=wait,
+                load_config(cfg, source=WHERE), progress=not quiet, force=force, wait=wait,
                 files=files,
             )  # fmt: skip
     except SemshiftError as err:  # name the option, not the config key it became
-        raise SemshiftError(_option_words(str(err), where, set(oods), val_name)) from None
+        raise SemshiftError(option_words(str(err), cfg)) from None
     print_run(result)
 
 
@@ -354,6 +235,7 @@ def ensemble_stores(
     """
     from semshift.features.ensemble import ensemble_detector_scores, ensemble_scores
     from semshift.features.store import atomic_write, open_verified
+    from semshift.run.from_stores import selections
 
     for item in select or []:
         if "=" not in item or item.startswith("="):
@@ -387,42 +269,6 @@ def ensemble_stores(
     console.print(
         f"ensemble {result.rule} of {len(members)} members: {len(frame):,} images -> {out}"
     )
-
-
-def _option_words(message: str, where: str, oods: set[str], val_ood: str | None = None) -> str:
-    """``<where>: data.sets.easy.store: ...`` -> ``--ood easy: ...`` (evaluate's options)."""
-    import re
-
-    if not message.startswith(f"{where}: "):
-        return message
-    key, sep, rest = message[len(where) + 2 :].partition(": ")
-    if not sep:
-        return message
-    fixed = {"data.id_train": "--train", "data.id_test": "--test", "data.id_val": "--val"}
-    m = re.fullmatch(r"(data\.id_\w+|data\.sets\.([^.]+))(\.select\b.*)?(\.\w+)?", key)
-    if m is not None:
-        name = m.group(2)
-        if name is not None and name == val_ood:
-            option = "--val-ood"
-        elif name is not None:
-            option = f"--ood {name}" if name in oods else f"--covariate {name}"
-        else:
-            option = fixed.get(m.group(1), m.group(1))
-        if m.group(3):
-            option = f"--select for {option}"
-        return f"{option}: {rest}"
-    for prefix, option in (("detectors", "--detector"), ("metrics", "--metric"),
-                           ("bootstrap", "--bootstrap"),
-                           ("protocols.operating_point.recall", "--operating-point"),
-                           ("conventions", "--conventions"),
-                           ("search.val_ood", "--val-ood"),
-                           ("search.detectors", "--search-space"),
-                           ("search.objective", "--search-objective"),
-                           ("search", "--search"),
-                           ("protocols", "--protocol")):  # fmt: skip
-        if key.startswith(prefix):
-            return f"{option}: {rest}"
-    return message
 
 
 @app.command("report")

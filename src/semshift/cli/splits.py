@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,8 +14,36 @@ from semshift.errors import SemshiftError
 if TYPE_CHECKING:
     from semshift.splits.ssb import SSBResult
 
+from semshift.cli import _choices
 from semshift.cli._app import splits_app
 from semshift.cli._options import TaxonomyOption, console
+
+
+def builder_params(builder: str, values: dict[str, Any]) -> Any:
+    """The options of ``semshift splits BUILDER`` checked by the builder's params model
+    (:func:`semshift.splits.registry.validate_params`); an option left out (None) keeps the
+    model's default. A bad value is one line naming the option: ``--measure: ...``."""
+    from semshift.errors import InputError
+    from semshift.splits.registry import validate_params
+
+    where = f"semshift splits {builder}"
+    given = {k: v for k, v in values.items() if v is not None}
+    try:
+        return validate_params(builder, given, where=where)
+    except InputError as err:
+        text = str(err)
+        head = f"{where}.params."
+        if text.startswith(head):
+            key, sep, rest = text[len(head) :].partition(": ")
+            option = BUILDER_OPTIONS.get(builder, {}).get(key, key.replace("_", "-"))
+            text = f"--{option}: {rest}" if sep else text
+        raise InputError(text) from None
+
+
+#: per builder, the params-model field -> its option where the names differ
+BUILDER_OPTIONS: dict[str, dict[str, str]] = {
+    "cleaning": {"id_classes": "id", "exclude_subtrees": "exclude-subtree"},
+}
 
 
 def _fmt(x: object) -> str:
@@ -24,15 +52,18 @@ def _fmt(x: object) -> str:
     return str(x)
 
 
+_LISTS = _choices.listed(_choices.CLASS_LISTS)
+
+
 @splits_app.command("ssb")
 def splits_ssb(
     out: Annotated[
         Path, typer.Option(help="Output directory (split.json, audit.csv, summary.csv).")
     ],
     preset: Annotated[str, typer.Option(help="ssb, nearest, lch-mean or hierarchy.")] = "ssb",
-    known: Annotated[str, typer.Option(help="Known classes: shipped list name or file of ids.")] = (
-        "imagenet1k"
-    ),
+    known: Annotated[
+        str, typer.Option(help=f"Known classes: shipped list name ({_LISTS}) or file of ids.")
+    ] = "imagenet1k",
     pool: Annotated[
         str | None,
         typer.Option(
@@ -54,11 +85,11 @@ def splits_ssb(
         bool, typer.Option("--winter21", help="Keep only ImageNet-21K-P winter21 classes.")
     ] = False,
     restrict_to: Annotated[
-        str | None, typer.Option(help="Keep only these classes (list name or file).")
+        str | None, typer.Option(help=f"Keep only these classes: list name ({_LISTS}) or file.")
     ] = None,
 ) -> None:
     """Build Easy/Medium/Hard open-set splits by semantic distance (Semantic Shift Benchmark)."""
-    from semshift.splits.ssb import build_ssb_split
+    from semshift.splits.ssb import SSBParams, build_ssb_split
 
     if winter21 and restrict_to:
         raise SemshiftError("--winter21 and --restrict-to are exclusive")
@@ -70,21 +101,30 @@ def splits_ssb(
             raise SemshiftError(
                 f"--quantiles: expected two numbers like 0.333,0.667, got {quantiles!r}"
             ) from None
-    if pool is None and taxonomy in ("wordnet", "wordnet-3.0"):
-        pool = "imagenet21k-p"
+    values: dict[str, Any] = {
+        "known": known, "pool": pool, "preset": preset, "graph": graph, "measure": measure,
+        "aggregation": aggregation, "easy_first": easy_first, "quantiles": q,
+        "restrict_to": "imagenet21k-p-winter21" if winter21 else restrict_to,
+    }  # fmt: skip
+    if bin_size is not None and bin_size > 0:  # the builder words a bad size itself
+        values["bin_size"] = bin_size
+    p: SSBParams = builder_params("ssb", values)
+    candidates = p.pool
+    if candidates is None and taxonomy in ("wordnet", "wordnet-3.0"):
+        candidates = "imagenet21k-p"
     t0 = time.perf_counter()
     result = build_ssb_split(
-        known,
-        pool,
+        p.known,
+        candidates,
         taxonomy=taxonomy,
-        preset=preset,
-        graph=graph,  # type: ignore[arg-type]
-        measure=measure,  # type: ignore[arg-type]
-        aggregation=aggregation,  # type: ignore[arg-type]
-        easy_first=easy_first,  # type: ignore[arg-type]
-        bin_size=bin_size,
-        quantiles=q,
-        restrict_to="imagenet21k-p-winter21" if winter21 else restrict_to,
+        preset=p.preset,
+        graph=p.graph,
+        measure=p.measure,
+        aggregation=p.aggregation,
+        easy_first=p.easy_first,
+        bin_size=bin_size if bin_size is not None and bin_size < 1 else p.bin_size,
+        quantiles=p.quantiles,
+        restrict_to=p.restrict_to,
     )
     result.write(out)
     _print_split(result, out, time.perf_counter() - t0)

@@ -10,8 +10,15 @@ import typer
 if TYPE_CHECKING:
     pass
 
+from semshift.cli import _choices
 from semshift.cli._app import app
-from semshift.cli._options import console, memory
+from semshift.cli._options import (
+    DeviceOption,
+    ProgressOption,
+    WorkersOption,
+    console,
+    memory,
+)
 
 
 def _param_value(text: str) -> object:
@@ -22,6 +29,19 @@ def _param_value(text: str) -> object:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def _method_params(file: dict[str, Any], items: list[str] | None) -> dict[str, object]:
+    """The method's hyperparameters: the --config file's, then each ``--param KEY=VALUE``."""
+    from semshift.errors import InputError
+
+    params: dict[str, object] = dict(file.get("method_params", {}))
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--param {item!r}: expected KEY=VALUE")
+        params[key.strip()] = _param_value(value.strip())
+    return params
 
 
 def _train_config_file(path: Path) -> dict[str, Any]:
@@ -55,8 +75,7 @@ def train_model(
     method: Annotated[
         str | None,
         typer.Option(
-            help="Training method: ce (default), logitnorm, oe, arpl or arpl_cs "
-            "(semshift.training; tests/test_cli_help.py keeps this list equal to the registry)."
+            help=f"Training method (default ce): {_choices.listed(_choices.TRAINING_METHODS)}."
         ),
     ] = None,
     param: Annotated[
@@ -111,8 +130,8 @@ def train_model(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")
     ] = False,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    workers: Annotated[int, typer.Option(help="DataLoader worker processes.")] = 0,
+    device: DeviceOption = "auto",
+    workers: WorkersOption = 0,
     threads: Annotated[
         int | None,
         typer.Option(
@@ -120,7 +139,7 @@ def train_model(
             "reproduces bit for bit."
         ),
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    progress: ProgressOption = True,
     nproc: Annotated[
         int | None,
         typer.Option(help="Data-parallel processes (DDP; gloo on CPU). Not under torchrun."),
@@ -136,12 +155,7 @@ def train_model(
     from semshift.training.recipe import TrainConfig
 
     file: dict[str, Any] = _train_config_file(config) if config is not None else {}
-    params: dict[str, object] = dict(file.get("method_params", {}))
-    for item in param or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--param {item!r}: expected KEY=VALUE")
-        params[key.strip()] = _param_value(value.strip())
+    params = _method_params(file, param)
     given = {
         "epochs": epochs, "batch_size": batch_size, "lr": lr, "momentum": momentum,
         "weight_decay": weight_decay, "num_restarts": num_restarts, "flip": flip,

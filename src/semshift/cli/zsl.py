@@ -13,6 +13,7 @@ from semshift.errors import SemshiftError
 if TYPE_CHECKING:
     pass
 
+from semshift.cli import _choices
 from semshift.cli._app import zsl_app
 from semshift.cli._options import console
 
@@ -31,8 +32,8 @@ def zsl_run(
         list[str] | None,
         typer.Option(
             "--method",
-            help="A zero-shot method (repeatable; default all eight): conse, latem, ale, devise, "
-            "sje, eszsl, sync or sae.",
+            help="A zero-shot method (repeatable; default all eight): "
+            f"{_choices.listed(_choices.ZSL_METHODS)}.",
         ),
     ] = None,
     split: Annotated[

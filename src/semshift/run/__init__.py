@@ -16,6 +16,15 @@ stage takes. :func:`run` strings them together.
 
 from semshift.run.config import RunConfig, load_config
 from semshift.run.context import STAGES, StageRecord
+from semshift.run.from_stores import config_from_stores
 from semshift.run.runner import RunResult, run
 
-__all__ = ["STAGES", "RunConfig", "RunResult", "StageRecord", "load_config", "run"]
+__all__ = [
+    "STAGES",
+    "RunConfig",
+    "RunResult",
+    "StageRecord",
+    "config_from_stores",
+    "load_config",
+    "run",
+]
