@@ -6,8 +6,10 @@ live: ``sets`` (ScoredSet, Bootstrap), ``tidy`` (the table), ``osr``, ``newclass
 (new-class vs failure detection and the AUROC decomposition), ``graded`` (IS-OOD grid),
 ``sanity`` (random-model check), ``generalisation`` (SOOD), ``gzsl``, ``operating``
 (the rejection rule at a target ID recall). Each registers itself
-with its config model in ``registry`` (:func:`list_protocols`, :func:`get_protocol`), which is
-how a run configuration reaches it; the runner behind ``semshift run`` is :mod:`semshift.run`.
+with its config model, the result rows it writes and its report sections
+(:class:`ReportSection`) in ``registry`` (:data:`PROTOCOLS`, :func:`list_protocols`,
+:func:`get_protocol`), which is how a run configuration and the report reach it; the runner
+behind ``semshift run`` is :mod:`semshift.run`.
 Protocols are pure functions of scored sets: this package reads no files but those a protocol's
 config names (the GZSL predictions CSV) and imports nothing from ``report`` or ``run``.
 """
@@ -19,9 +21,11 @@ from semshift.protocols.newclass import newclass_failure
 from semshift.protocols.operating import operating_point
 from semshift.protocols.osr import osr
 from semshift.protocols.registry import (
+    PROTOCOLS,
     ProtocolConfig,
     ProtocolInputs,
     ProtocolSpec,
+    ReportSection,
     get_protocol,
     list_protocols,
     register_protocol,
@@ -32,11 +36,13 @@ from semshift.protocols.tidy import RESULT_COLUMNS, error_row, results_frame
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
+    "PROTOCOLS",
     "RESULT_COLUMNS",
     "Bootstrap",
     "ProtocolConfig",
     "ProtocolInputs",
     "ProtocolSpec",
+    "ReportSection",
     "ScoredSet",
     "error_row",
     "generalisation",

@@ -14,7 +14,12 @@ from semshift.errors import SemshiftError
 from semshift.metrics import accuracy, macro_f1
 from semshift.metrics.stats import _BLOCK_ELEMENTS
 from semshift.protocols._bootstrap import check_id_test, check_sets, percentile_ci
-from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    ReportSection,
+    register_protocol,
+)
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -171,6 +176,8 @@ class GeneralisationConfig(ProtocolConfig):
     "generalisation", GeneralisationConfig,
     "closed-set accuracy and macro-F1 under covariate shift, relative drop (SOOD)",
     order=50, on_stores=True,
+    sections=[ReportSection("generalisation", "Generalisation under covariate shift",
+                            builder="generalisation_section")],
 )  # fmt: skip
 def _run_generalisation(inputs: ProtocolInputs, config: GeneralisationConfig) -> pd.DataFrame:
     return generalisation(inputs.id_test, inputs.others)

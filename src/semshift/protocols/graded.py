@@ -4,6 +4,7 @@ means, and the correlation / sensitivity of each metric to each shift axis."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from semshift.protocols._bootstrap import (
 from semshift.protocols.registry import (
     ProtocolConfig,
     ProtocolInputs,
+    ReportSection,
     SetDescription,
     register_protocol,
 )
@@ -175,7 +177,35 @@ def graded(
     names = check_metrics(metrics, "graded")
     if isinstance(min_count, bool) or not isinstance(min_count, int | np.integer) or min_count < 1:
         raise InputError(f"graded: min_count must be a positive integer, got {min_count!r}")
-    members: list[tuple[ScoredSet, NDArray[np.object_], NDArray[np.object_]]] = []
+    rows: list[dict[str, Any]] = []
+    grid = _Grid.build(_grid_members(all_sets), min_count, rows)
+    detectors = detector_names([id_test], [m[0] for m in grid.members])
+    cell_scores = {det: grid.cell_scores(det) for det in detectors}
+    points: dict[str, dict[tuple[int, str], float | str]] = {}
+    for det in detectors:
+        ref = id_test.scores.get(det)
+        if ref is None:
+            continue
+        subs = {j: v for j, v in enumerate(cell_scores[det]) if not isinstance(v, str)}
+        points[det] = _point_values(ref, subs, names, None)
+    resampled = _grid_bootstrap(id_test, detectors, names, cell_scores, points, grid, bootstrap)
+    for d, det in enumerate(detectors):
+        ref_err = None if det in id_test.scores else f"set {id_test.name!r}: {id_test.missing(det)}"
+        for m in names:
+            boot = resampled[m][d] if m in resampled else None  # (n_valid, B)
+            rows += _cell_rows(
+                grid, det, m, id_test.n, ref_err, cell_scores[det], points.get(det, {}), boot,
+                bootstrap,
+            )  # fmt: skip
+    return results_frame(rows)
+
+
+Member = tuple[ScoredSet, NDArray[np.object_], NDArray[np.object_]]
+
+
+def _grid_members(all_sets: Sequence[ScoredSet]) -> list[Member]:
+    """The ``ood`` sets with a level, with their per-row semantic and covariate levels."""
+    members: list[Member] = []
     for s in all_sets:
         if s.role != "ood":
             continue
@@ -190,149 +220,198 @@ def graded(
             "graded: no ood set has a semantic or covariate level; give sets semantic_level / "
             "covariate_level, or per-row levels (a graded split)"
         )
-    rows: list[dict[str, Any]] = []
-    sem_all = np.concatenate([m[1] for m in members])
-    cov_all = np.concatenate([m[2] for m in members])
-    used = {"semantic": any(v is not None for v in sem_all)}
-    used["covariate"] = any(v is not None for v in cov_all)
-    keep = np.ones(sem_all.size, dtype=bool)
-    for axis, arr in (("semantic", sem_all), ("covariate", cov_all)):
-        if used[axis]:
-            keep &= np.array([v is not None for v in arr], dtype=bool)
-    set_of_row = np.repeat(np.arange(len(members)), [m[0].n for m in members])
-    dropped = np.bincount(set_of_row[~keep], minlength=len(members))
-    for k in np.flatnonzero(dropped):
-        s = members[k][0]
-        rows.append(
-            error_row(
-                "graded",
-                set=s.name,
-                metric="cells",
-                n_ood=int(dropped[k]),
-                error=f"n/a: {dropped[k]} of {s.n} rows lack a level on an axis other rows use; "
-                f"left out of the grid",
-            )
-        )
-    if not keep.any():
-        raise InputError(
-            "graded: no OOD row has a level on every axis in use (each set has only one of "
-            "semantic / covariate level); give every graded set both levels, or only one axis"
-        )
-    levels = {
-        "semantic": level_order([v for v in sem_all[keep]]) if used["semantic"] else [None],
-        "covariate": level_order([v for v in cov_all[keep]]) if used["covariate"] else [None],
-    }
-    n_sem, n_cov = len(levels["semantic"]), len(levels["covariate"])
-    sem_pos = pd.Index(levels["semantic"]).get_indexer(sem_all[keep]) if used["semantic"] else 0
-    cov_pos = pd.Index(levels["covariate"]).get_indexer(cov_all[keep]) if used["covariate"] else 0
-    cell = np.zeros(int(keep.sum()), dtype=np.int64) + sem_pos * n_cov + cov_pos
-    n_cells = n_sem * n_cov
-    counts = np.bincount(cell, minlength=n_cells)
-    kept_set = set_of_row[keep]
-    in_cell = np.zeros((n_cells, len(members)), dtype=bool)
-    in_cell[cell, kept_set] = True
-    cell_names = ["+".join(members[k][0].name for k in np.flatnonzero(r)) or None for r in in_cell]
-    all_names = "+".join(m[0].name for m in members)
-    valid = np.flatnonzero(counts >= min_count)  # evaluated cells, semantic-major
-    order = np.argsort(cell, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(counts)))
-    detectors = detector_names([id_test], [m[0] for m in members])
+    return members
 
-    # per detector: the OOD scores of every valid cell (None where a member set lacks scores)
-    cell_scores: dict[str, list[FloatArray | str]] = {}
-    for det in detectors:
+
+@dataclass
+class _Grid:
+    """The cells of the graded grid: which OOD rows fall in which (semantic, covariate) cell."""
+
+    members: list[Member]
+    levels: dict[str, list[Any]]
+    used: dict[str, bool]
+    keep: NDArray[np.bool_]  # rows with a level on every axis in use
+    in_cell: NDArray[np.bool_]  # (n_cells, n_members): the member has rows in the cell
+    counts: NDArray[np.int64]  # OOD samples per cell
+    cell_names: list[str | None]
+    all_names: str
+    valid: NDArray[np.intp]  # evaluated cells, semantic-major
+    order: NDArray[np.intp]  # kept rows sorted by cell
+    bounds: NDArray[np.int64]  # cell c's rows: order[bounds[c]:bounds[c + 1]]
+    min_count: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.levels["semantic"]), len(self.levels["covariate"])
+
+    @classmethod
+    def build(cls, members: list[Member], min_count: int, rows: list[dict[str, Any]]) -> _Grid:
+        """The grid of ``members``; one error row per set with rows left out goes to ``rows``."""
+        sem_all = np.concatenate([m[1] for m in members])
+        cov_all = np.concatenate([m[2] for m in members])
+        used = {"semantic": any(v is not None for v in sem_all)}
+        used["covariate"] = any(v is not None for v in cov_all)
+        keep = np.ones(sem_all.size, dtype=bool)
+        for axis, arr in (("semantic", sem_all), ("covariate", cov_all)):
+            if used[axis]:
+                keep &= np.array([v is not None for v in arr], dtype=bool)
+        set_of_row = np.repeat(np.arange(len(members)), [m[0].n for m in members])
+        dropped = np.bincount(set_of_row[~keep], minlength=len(members))
+        for k in np.flatnonzero(dropped):
+            s = members[k][0]
+            rows.append(
+                error_row(
+                    "graded",
+                    set=s.name,
+                    metric="cells",
+                    n_ood=int(dropped[k]),
+                    error=f"n/a: {dropped[k]} of {s.n} rows lack a level on an axis other rows "
+                    f"use; left out of the grid",
+                )
+            )
+        if not keep.any():
+            raise InputError(
+                "graded: no OOD row has a level on every axis in use (each set has only one of "
+                "semantic / covariate level); give every graded set both levels, or only one axis"
+            )
+        levels = {
+            "semantic": level_order([v for v in sem_all[keep]]) if used["semantic"] else [None],
+            "covariate": level_order([v for v in cov_all[keep]]) if used["covariate"] else [None],
+        }
+        n_sem, n_cov = len(levels["semantic"]), len(levels["covariate"])
+        sem_pos = pd.Index(levels["semantic"]).get_indexer(sem_all[keep]) if used["semantic"] else 0
+        cov_pos = (
+            pd.Index(levels["covariate"]).get_indexer(cov_all[keep]) if used["covariate"] else 0
+        )
+        cell = np.zeros(int(keep.sum()), dtype=np.int64) + sem_pos * n_cov + cov_pos
+        n_cells = n_sem * n_cov
+        counts = np.bincount(cell, minlength=n_cells)
+        in_cell = np.zeros((n_cells, len(members)), dtype=bool)
+        in_cell[cell, set_of_row[keep]] = True
+        return cls(
+            members,
+            levels,
+            used,
+            keep,
+            in_cell,
+            counts,
+            ["+".join(members[k][0].name for k in np.flatnonzero(r)) or None for r in in_cell],
+            "+".join(m[0].name for m in members),
+            np.flatnonzero(counts >= min_count),
+            np.argsort(cell, kind="stable"),
+            np.concatenate(([0], np.cumsum(counts))),
+            int(min_count),
+        )
+
+    def cell_scores(self, det: str) -> list[FloatArray | str]:
+        """The OOD scores of ``det`` in every valid cell (the error where a member lacks them)."""
+        members = self.members
         miss = [k for k, m in enumerate(members) if det not in m[0].scores]
-        full = np.concatenate([m[0].scores.get(det, np.zeros(m[0].n)) for m in members])[keep][
-            order
-        ]
+        full = np.concatenate([m[0].scores.get(det, np.zeros(m[0].n)) for m in members])
+        full = full[self.keep][self.order]
         per: list[FloatArray | str] = []
-        for vc in valid.tolist():
-            bad = [k for k in miss if in_cell[vc, k]]
+        for vc in self.valid.tolist():
+            bad = [k for k in miss if self.in_cell[vc, k]]
             if bad:
                 s = members[bad[0]][0]
                 per.append(f"set {s.name!r}: {s.missing(det)}")
             else:
-                per.append(full[bounds[vc] : bounds[vc + 1]])
-        cell_scores[det] = per
-    points: dict[str, dict[tuple[int, str], float | str]] = {}
-    for det in detectors:
-        ref = id_test.scores.get(det)
-        if ref is None:
-            continue
-        subs = {j: v for j, v in enumerate(cell_scores[det]) if not isinstance(v, str)}
-        points[det] = _point_values(ref, subs, names, None)
+                per.append(full[self.bounds[vc] : self.bounds[vc + 1]])
+        return per
+
+
+def _grid_bootstrap(
+    id_test: ScoredSet,
+    detectors: list[str],
+    names: list[str],
+    cell_scores: dict[str, list[FloatArray | str]],
+    points: dict[str, dict[tuple[int, str], float | str]],
+    grid: _Grid,
+    bootstrap: Bootstrap,
+) -> dict[str, FloatArray]:
+    """Resampled cell values per CI metric, ``(n_detectors, n_valid, B)`` (empty: no CIs)."""
     ci_stats = [m for m in names if m in _GRID_CI]
-    resampled: dict[str, FloatArray] = {}
-    if bootstrap.enabled and ci_stats and valid.size:
-        st = ranked_bootstrap(
-            [id_test.scores.get(det) for det in detectors],
+    if not (bootstrap.enabled and ci_stats and grid.valid.size):
+        return {}
+    st = ranked_bootstrap(
+        [id_test.scores.get(det) for det in detectors],
+        [
             [
-                [
-                    v
-                    if not isinstance(v, str)
-                    and all(isinstance(points.get(det, {}).get((j, m)), float) for m in ci_stats)
-                    else None
-                    for j, v in enumerate(cell_scores[det])
-                ]
-                for det in detectors
-            ],
-            n_resamples=bootstrap.n_resamples,
-            seed=bootstrap.seed,
-            stats=ci_stats,
-        )
-        resampled = st.values
-    valid_pos = {int(c): j for j, c in enumerate(valid)}
-    n_id = id_test.n
-    na = f"n/a: fewer than {min_count} samples"
-    for d, det in enumerate(detectors):
-        ref_err = None if det in id_test.scores else f"set {id_test.name!r}: {id_test.missing(det)}"
-        for m in names:
-            grid = np.full(n_cells, np.nan)
-            boot = resampled[m][d] if m in resampled else None  # (n_valid, B)
-            boot_grid = (
-                np.full((n_cells, bootstrap.n_resamples), np.nan) if boot is not None else None
-            )
-            for c in range(n_cells):
-                key: dict[str, Any] = {
-                    "protocol": "graded",
-                    "set": cell_names[c],
-                    "semantic_level": levels["semantic"][c // n_cov],
-                    "covariate_level": levels["covariate"][c % n_cov],
-                    "detector": det,
-                    "metric": m,
-                    "n_id": n_id,
-                    "n_ood": int(counts[c]),
-                }
-                j = valid_pos.get(c)
-                if j is None:
-                    rows.append(error_row(error=na, **key))
-                    continue
-                v = cell_scores[det][j]
-                if ref_err is not None or isinstance(v, str):
-                    rows.append(error_row(error=ref_err or str(v), **key))
-                    continue
-                value = points[det][(j, m)]
-                if isinstance(value, str):
-                    rows.append(error_row(error=value, **key))
-                    continue
-                grid[c] = value
-                row = {**key, "value": value}
-                if boot is not None and boot_grid is not None:
-                    boot_grid[c] = boot[j]
-                    low, high = percentile_ci(boot[j], bootstrap.level)
-                    row.update(ci_low=float(low), ci_high=float(high))
-                rows.append(row)
-            rows += _level_rows(
-                grid.reshape(n_sem, n_cov),
-                None if boot_grid is None else boot_grid.reshape(n_sem, n_cov, -1),
-                counts.reshape(n_sem, n_cov),
-                levels,
-                used,
-                {"protocol": "graded", "set": all_names, "detector": det, "n_id": n_id},
-                m,
-                bootstrap.level,
-            )
-    return results_frame(rows)
+                v
+                if not isinstance(v, str)
+                and all(isinstance(points.get(det, {}).get((j, m)), float) for m in ci_stats)
+                else None
+                for j, v in enumerate(cell_scores[det])
+            ]
+            for det in detectors
+        ],
+        n_resamples=bootstrap.n_resamples,
+        seed=bootstrap.seed,
+        stats=ci_stats,
+    )
+    return st.values
+
+
+def _cell_rows(
+    grid: _Grid,
+    det: str,
+    metric: str,
+    n_id: int,
+    ref_err: str | None,
+    scores: list[FloatArray | str],
+    points: dict[tuple[int, str], float | str],
+    boot: FloatArray | None,
+    bootstrap: Bootstrap,
+) -> list[dict[str, Any]]:
+    """The rows of one detector and metric: every cell, then the level means and trends."""
+    n_sem, n_cov = grid.shape
+    n_cells = n_sem * n_cov
+    valid_pos = {int(c): j for j, c in enumerate(grid.valid)}
+    na = f"n/a: fewer than {grid.min_count} samples"
+    values = np.full(n_cells, np.nan)
+    boot_grid = np.full((n_cells, bootstrap.n_resamples), np.nan) if boot is not None else None
+    rows: list[dict[str, Any]] = []
+    for c in range(n_cells):
+        key: dict[str, Any] = {
+            "protocol": "graded",
+            "set": grid.cell_names[c],
+            "semantic_level": grid.levels["semantic"][c // n_cov],
+            "covariate_level": grid.levels["covariate"][c % n_cov],
+            "detector": det,
+            "metric": metric,
+            "n_id": n_id,
+            "n_ood": int(grid.counts[c]),
+        }
+        j = valid_pos.get(c)
+        if j is None:
+            rows.append(error_row(error=na, **key))
+            continue
+        v = scores[j]
+        if ref_err is not None or isinstance(v, str):
+            rows.append(error_row(error=ref_err or str(v), **key))
+            continue
+        value = points[(j, metric)]
+        if isinstance(value, str):
+            rows.append(error_row(error=value, **key))
+            continue
+        values[c] = value
+        row = {**key, "value": value}
+        if boot is not None and boot_grid is not None:
+            boot_grid[c] = boot[j]
+            low, high = percentile_ci(boot[j], bootstrap.level)
+            row.update(ci_low=float(low), ci_high=float(high))
+        rows.append(row)
+    rows += _level_rows(
+        values.reshape(n_sem, n_cov),
+        None if boot_grid is None else boot_grid.reshape(n_sem, n_cov, -1),
+        grid.counts.reshape(n_sem, n_cov),
+        grid.levels,
+        grid.used,
+        {"protocol": "graded", "set": grid.all_names, "detector": det, "n_id": n_id},
+        metric,
+        bootstrap.level,
+    )
+    return rows
 
 
 def _level_rows(
@@ -415,6 +494,8 @@ class GradedConfig(ProtocolConfig):
     "graded", GradedConfig,
     "graded semantic x covariate grid: per-cell metrics, correlation, sensitivity (IS-OOD)",
     metric_keys=("metrics",), order=30,
+    sections=[ReportSection("graded", "Graded semantic x covariate shift grid",
+                            builder="graded_section")],
 )  # fmt: skip
 def _run_graded(inputs: ProtocolInputs, config: GradedConfig) -> pd.DataFrame:
     metrics = config.metrics or list(inputs.metrics)

@@ -20,7 +20,12 @@ from pydantic import Field, field_validator
 
 from semshift.errors import InputError
 from semshift.metrics import gzsl as gzsl_metric
-from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    ReportSection,
+    register_protocol,
+)
 from semshift.protocols.tidy import error_row, results_frame
 
 if TYPE_CHECKING:
@@ -164,6 +169,13 @@ def read_gzsl_predictions(
     GzslConfig,
     "generalised zero-shot accuracy: ts, tr, H and ZSL top-1 (Xian et al.)",
     order=60,
+    sections=[
+        ReportSection(
+            "gzsl",
+            "Generalised zero-shot learning",
+            builder="gzsl_section",
+        )
+    ],
 )
 def _run_gzsl(inputs: ProtocolInputs, config: GzslConfig) -> pd.DataFrame:
     labels, preds, seen, unseen = read_gzsl_predictions(config.predictions)
@@ -235,6 +247,7 @@ class ZslConfig(ProtocolConfig):
     "zero-shot methods trained on res101.mat / att_splits.mat: ZSL top-1 (V1 / V2), ts, tr, H "
     "(Xian et al.)",
     order=61,
+    rows=("gzsl",),
 )
 def _run_zsl(inputs: ProtocolInputs, config: ZslConfig) -> pd.DataFrame:
     from semshift.training.zsl import evaluate_zsl, list_zsl_methods, read_xlsa

@@ -19,7 +19,12 @@ from semshift.protocols._bootstrap import (
     pool,
     pool_bootstrap,
 )
-from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    ReportSection,
+    register_protocol,
+)
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -228,7 +233,13 @@ class NewclassConfig(ProtocolConfig):
 @register_protocol(
     "newclass_failure", NewclassConfig,
     "new-class vs failure detection and the AUROC decomposition (ImageNet-OOD)",
-    order=20, on_stores=True,
+    order=20, on_stores=True, rows=("newclass", "failure", "decomposition"),
+    sections=[
+        ReportSection("newclass_failure", "New-class vs failure detection",
+                      show_for=("newclass", "failure"), builder="newclass_failure_section"),
+        ReportSection("decomposition", "AUROC decomposition", show_for=("decomposition",),
+                      builder="decomposition_section"),
+    ],
 )  # fmt: skip
 def _run_newclass(inputs: ProtocolInputs, config: NewclassConfig) -> pd.DataFrame:
     return newclass_failure(inputs.id_test, inputs.others, bootstrap=inputs.bootstrap)

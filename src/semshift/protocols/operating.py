@@ -28,7 +28,12 @@ from semshift.protocols._bootstrap import (
     percentile_ci,
 )
 from semshift.protocols.graded import level_order
-from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    ReportSection,
+    register_protocol,
+)
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -295,21 +300,8 @@ def operating_point(
         raise InputError(f"{PROTOCOL}: seed must be an integer, got {seed!r}")
     if any(s.name == id_test.name for s in sets):
         raise InputError(f"{PROTOCOL}: set name {id_test.name!r} is both id_test and in others")
-    eval_rows: NDArray[np.intp] | None = None
-    if calibration is not None:
-        if not isinstance(calibration, ScoredSet) or calibration.role == "ood":
-            got = calibration.role if isinstance(calibration, ScoredSet) else type(calibration)
-            raise InputError(
-                f"{PROTOCOL}: calibration must be a ScoredSet of ID samples (the ID validation "
-                f"set), got {got!r}"
-            )
-        cal_name, cal_split, cal_set, cal_rows = calibration.name, VAL_SPLIT, calibration, None
-        id_split = id_test.split
-    else:
-        cal_rows, eval_rows = calibration_split(id_test.n, int(seed))
-        cal_name, cal_set = id_test.name, id_test
-        cal_split = f"{id_test.name} half (seed {int(seed)})"
-        id_split = f"{id_test.name} other half (seed {int(seed)})"
+    cal_set, cal_rows, eval_rows, cal_split, id_split = _calibration(id_test, calibration, seed)
+    cal_name = cal_set.name
     detectors = detector_names([cal_set, id_test], sets)
     groups = [_set_group(id_test, detectors, eval_rows, {"set": id_test.name, "split": id_split})]
     groups += [_set_group(s, detectors, None, {"set": s.name, "split": s.split}) for s in sets]
@@ -361,6 +353,29 @@ def operating_point(
     return results_frame(rows)
 
 
+def _calibration(
+    id_test: ScoredSet, calibration: ScoredSet | None, seed: int
+) -> tuple[ScoredSet, NDArray[np.intp] | None, NDArray[np.intp] | None, str | None, str | None]:
+    """Where the threshold is chosen: ``(set, its rows or None, id_test rows evaluated or None,
+    the threshold rows' split, id_test's split)`` (the id_test halves without calibration)."""
+    if calibration is None:
+        cal_rows, eval_rows = calibration_split(id_test.n, int(seed))
+        return (
+            id_test,
+            cal_rows,
+            eval_rows,
+            f"{id_test.name} half (seed {int(seed)})",
+            f"{id_test.name} other half (seed {int(seed)})",
+        )
+    if not isinstance(calibration, ScoredSet) or calibration.role == "ood":
+        got = calibration.role if isinstance(calibration, ScoredSet) else type(calibration)
+        raise InputError(
+            f"{PROTOCOL}: calibration must be a ScoredSet of ID samples (the ID validation "
+            f"set), got {got!r}"
+        )
+    return calibration, None, None, VAL_SPLIT, id_test.split
+
+
 def _rate_key(g: _Group, det: str, metric: str) -> dict[str, Any]:
     return {
         "protocol": PROTOCOL,
@@ -375,7 +390,13 @@ def _rate_key(g: _Group, det: str, metric: str) -> dict[str, Any]:
 @register_protocol(
     "operating_point", OperatingPointConfig,
     "the rejection rule at a target ID recall: rejection and accepted-and-wrong rates per set",
-    needs_id_val=True, order=70, on_stores=True,
+    needs_id_val=True, order=70, on_stores=True, report_order=35,
+    sections=[
+        ReportSection("operating_point", "Operating point",
+                      builder="operating_point_section"),
+        ReportSection("operating_point_gallery", "Operating point: image gallery",
+                      builder="operating_point_gallery_section"),
+    ],
 )  # fmt: skip
 def _run_operating_point(inputs: ProtocolInputs, config: OperatingPointConfig) -> pd.DataFrame:
     return operating_point(

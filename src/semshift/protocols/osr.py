@@ -20,7 +20,12 @@ from semshift.protocols._bootstrap import (
     pool,
     pool_bootstrap,
 )
-from semshift.protocols.registry import ProtocolConfig, ProtocolInputs, register_protocol
+from semshift.protocols.registry import (
+    ProtocolConfig,
+    ProtocolInputs,
+    ReportSection,
+    register_protocol,
+)
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import results_frame
 
@@ -180,6 +185,7 @@ class OsrConfig(ProtocolConfig):
 @register_protocol(
     "osr", OsrConfig, "open-set recognition: accuracy, AUROC and OSCR per OOD split (SSB)",
     metric_keys=("metrics",), order=10, on_stores=True,
+    sections=[ReportSection("osr", "Open-set recognition", builder="osr_section")],
 )  # fmt: skip
 def _run_osr(inputs: ProtocolInputs, config: OsrConfig) -> pd.DataFrame:
     metrics = config.metrics or list(inputs.metrics)

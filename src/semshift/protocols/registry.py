@@ -2,41 +2,50 @@
 
 A run configuration's ``protocols:`` section has one key per registered protocol; a protocol
 runs when its key is present. The run layer (:mod:`semshift.run`) builds that section from this
-registry and calls :attr:`ProtocolSpec.run` with the scored sets, so adding a protocol touches
-its own module (the function, its config model and its :func:`register_protocol` call) and its
-test, nothing else.
+registry and calls :attr:`ProtocolSpec.run` with the scored sets; the report
+(:mod:`semshift.report`) shows the :class:`ReportSection` objects a protocol declares beside it,
+for the rows it says it writes (:attr:`ProtocolSpec.rows`). So adding a protocol touches its own
+module (the function, its config model and its :func:`register_protocol` call, with its report
+sections) and its test, nothing else. :data:`PROTOCOLS` is a
+:class:`~semshift.registry.Registry`; a third-party package registers a protocol through the
+``semshift.protocols`` entry-point group (an entry point naming the module that calls
+:func:`register_protocol`).
 
 >>> from semshift.protocols.registry import get_protocol, list_protocols
 >>> list_protocols()[:3]
 ['osr', 'newclass_failure', 'graded']
 >>> get_protocol("graded").config().min_count
 10
+>>> PROTOCOLS["newclass_failure"].rows
+('newclass', 'failure', 'decomposition')
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from semshift.errors import UnknownNameError
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
+from semshift.registry import Registry
 
 __all__ = [
+    "PROTOCOLS",
     "ProtocolConfig",
     "ProtocolInputs",
     "ProtocolSpec",
     "RandomModelsConfig",
+    "ReportSection",
     "SetDescription",
     "config_paths",
     "get_protocol",
     "list_protocols",
     "register_protocol",
+    "report_rows",
 ]
 
 #: The ranking metrics a protocol uses when its config names none.
@@ -115,6 +124,62 @@ class ProtocolInputs:
 
 C = TypeVar("C", bound=ProtocolConfig)
 RunFn = Callable[[ProtocolInputs, Any], pd.DataFrame]
+#: ``table(rows) -> DataFrame or None``: a section's table from the protocol's result rows.
+TableFn = Callable[[pd.DataFrame], pd.DataFrame | None]
+#: ``figures(rows) -> [(name, Figure, alt, caption), ...]``: a section's matplotlib figures.
+FiguresFn = Callable[[pd.DataFrame], Sequence[tuple[str, Any, str, str]]]
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """A section of the report, declared by a protocol as data the report renders.
+
+    The protocols layer never imports the report: a section's callables are pure pandas (and
+    matplotlib) over the protocol's result rows, and :mod:`semshift.report` turns what they
+    return into HTML and Markdown.
+
+    Attributes
+    ----------
+    key : str
+        Its HTML anchor (``section-<key>``); unique in a report.
+    title : str
+        Its heading.
+    table : callable or None
+        ``table(rows) -> DataFrame or None``: ``rows`` are the results rows whose ``protocol``
+        is one of ``show_for``; the index gives the row labels (its name the header of the
+        row-label column), the columns the column labels and the numeric values the cells
+        (shown as ``value_kind`` says). None (returned): no table.
+    caption : str
+        The table's caption.
+    value_kind : {"percent", "r", "flag", "score"}
+        How the table's values are shown: ``percent`` x100 with one decimal (fractions),
+        ``r`` two decimals, ``flag`` yes / no, ``score`` four significant digits.
+    best : {"max", "min"} or None
+        Which value of each column is bold; None marks nothing.
+    figures : callable or None
+        ``figures(rows) -> [(name, Figure, alt, caption), ...]``: saved as
+        ``figures/<name>.png`` and closed by the report.
+    show_for : tuple of str
+        The ``protocol`` values of result rows whose presence shows the section; empty: the
+        rows of the declaring protocol (:attr:`ProtocolSpec.rows`).
+    builder : str or None
+        A report-side builder, for a section that needs more than the result rows (the run's
+        score files, its images): ``"module:function"``, or the name of a function of
+        :mod:`semshift.report.sections`. ``function(context)`` receives the report's
+        :class:`semshift.report.sections.SectionContext` and returns the section's blocks
+        (None: no section). Used by the protocols shipped with semshift; when it is set
+        ``table`` and ``figures`` are not used.
+    """
+
+    key: str
+    title: str
+    table: TableFn | None = None
+    caption: str = ""
+    value_kind: Literal["percent", "r", "flag", "score"] = "percent"
+    best: Literal["max", "min"] | None = None
+    figures: FiguresFn | None = None
+    show_for: tuple[str, ...] = ()
+    builder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +208,13 @@ class ProtocolSpec:
     on_stores : bool
         It needs only the scored ID test set and other sets (no split levels, random models or
         zero-shot data), so ``semshift evaluate`` can run it on feature stores alone.
+    rows : tuple of str
+        The ``protocol`` values of the result rows it writes (default: its name).
+    sections : tuple of ReportSection
+        What the report shows of its rows.
+    report_order : float
+        Its sections (and its rows in the report's protocol list) appear in increasing
+        ``report_order`` (default: ``order``).
     """
 
     name: str
@@ -154,9 +226,42 @@ class ProtocolSpec:
     metric_keys: tuple[str, ...] = ()
     order: int = 100
     on_stores: bool = False
+    rows: tuple[str, ...] = ()
+    sections: tuple[ReportSection, ...] = ()
+    report_order: float = 100.0
 
 
-_REGISTRY: dict[str, ProtocolSpec] = {}
+def _load_all() -> None:
+    """Import every module of this package: each shipped protocol registers itself on import,
+    so a new one is found without being named anywhere else."""
+    import importlib
+    import pkgutil
+
+    import semshift.protocols as package
+
+    for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+        importlib.import_module(info.name)
+
+
+def _adopt(name: str, obj: Any) -> ProtocolSpec:
+    """Register a :class:`ProtocolSpec` an entry point names (a module registers on import)."""
+    if not isinstance(obj, ProtocolSpec) or obj.name != name:
+        raise TypeError(
+            f"entry point {name!r} of semshift.protocols names {type(obj).__name__}, expected "
+            f"a module calling register_protocol or a ProtocolSpec named {name!r}"
+        )
+    return PROTOCOLS.add(name, obj)
+
+
+#: Every registered protocol by name (a :class:`~semshift.registry.Registry`), listed in the
+#: order a run evaluates them.
+PROTOCOLS: Registry[ProtocolSpec] = Registry(
+    "protocol",
+    entry_points="semshift.protocols",
+    order=lambda name, spec: spec.order,
+    loader=_load_all,
+    adopt=_adopt,
+)
 
 
 def register_protocol(
@@ -169,16 +274,30 @@ def register_protocol(
     metric_keys: Sequence[str] = (),
     order: int = 100,
     on_stores: bool = False,
+    rows: Sequence[str] = (),
+    sections: Sequence[ReportSection] = (),
+    report_order: float | None = None,
 ) -> Callable[[Callable[[ProtocolInputs, C], pd.DataFrame]], Callable[..., pd.DataFrame]]:
-    """Decorator registering ``run(inputs, config) -> DataFrame`` as the protocol ``name``."""
+    """Decorator registering ``run(inputs, config) -> DataFrame`` as the protocol ``name``.
+
+    ``rows`` are the ``protocol`` values of the result rows it writes (default ``(name,)``),
+    ``sections`` what the report shows of them (:class:`ReportSection`), ``report_order``
+    where they appear in the report (default ``order``); the other arguments are the
+    :class:`ProtocolSpec` attributes of the same names.
+
+    Raises
+    ------
+    DuplicateNameError
+        A protocol of this name is registered already.
+    TypeError
+        ``needs_random_models`` with a config that is not a :class:`RandomModelsConfig`.
+    """
 
     def deco(fn: Callable[[ProtocolInputs, C], pd.DataFrame]) -> Callable[..., pd.DataFrame]:
-        if name in _REGISTRY:
-            raise ValueError(f"protocol {name!r} is already registered")
         if needs_random_models and not issubclass(config, RandomModelsConfig):
             raise TypeError(f"protocol {name!r}: a random-model protocol's config must be a "
                             "RandomModelsConfig")  # fmt: skip
-        _REGISTRY[name] = ProtocolSpec(
+        spec = ProtocolSpec(
             name,
             config,
             fn,
@@ -188,22 +307,26 @@ def register_protocol(
             tuple(metric_keys),
             order,
             on_stores,
+            tuple(rows) or (name,),
+            tuple(sections),
+            float(order if report_order is None else report_order),
         )
+        PROTOCOLS.add(name, spec)
         return fn
 
     return deco
 
 
-def _load_all() -> None:
-    # importing the package registers every protocol shipped with semshift, whichever module
-    # a caller imported first
-    import semshift.protocols  # noqa: F401
-
-
 def list_protocols() -> list[str]:
     """Registered protocol names, in the order a run evaluates them."""
-    _load_all()
-    return sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].order, n))
+    return PROTOCOLS.names()
+
+
+def report_rows() -> list[str]:
+    """The ``protocol`` values of result rows the registered protocols write, in the order the
+    report shows them (by :attr:`ProtocolSpec.report_order`, then name; each value once)."""
+    specs = sorted(PROTOCOLS.values(), key=lambda s: (s.report_order, s.name))
+    return list(dict.fromkeys(row for spec in specs for row in spec.rows))
 
 
 def get_protocol(name: str) -> ProtocolSpec:
@@ -214,15 +337,7 @@ def get_protocol(name: str) -> ProtocolSpec:
     UnknownNameError
         No protocol has this name; the message lists close matches and every known name.
     """
-    _load_all()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=2)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownNameError(
-            f"unknown protocol {name!r}.{hint} Known protocols: {', '.join(list_protocols())}"
-        ) from None
+    return PROTOCOLS[name]
 
 
 def config_paths(config: BaseModel) -> dict[str, Path]:

@@ -12,7 +12,12 @@ from pydantic import Field
 
 from semshift.errors import InputError
 from semshift.protocols._bootstrap import check_sets, compare_rows, detector_names, pool
-from semshift.protocols.registry import ProtocolInputs, RandomModelsConfig, register_protocol
+from semshift.protocols.registry import (
+    ProtocolInputs,
+    RandomModelsConfig,
+    ReportSection,
+    register_protocol,
+)
 from semshift.protocols.sets import DEFAULT_BOOTSTRAP, Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row, results_frame
 
@@ -120,6 +125,8 @@ class SanityConfig(RandomModelsConfig):
 @register_protocol(
     "sanity", SanityConfig, "random-model sanity check (ImageNet-OOD section 4.2)",
     needs_random_models=True, order=40,
+    sections=[ReportSection("sanity", "Random-model sanity check",
+                            builder="sanity_section")],
 )  # fmt: skip
 def _run_sanity(inputs: ProtocolInputs, config: SanityConfig) -> pd.DataFrame:
     return sanity(dict(inputs.random_models), delta=config.delta, bootstrap=inputs.bootstrap)

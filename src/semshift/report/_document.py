@@ -1,31 +1,26 @@
 """The report as a list of sections (tables, figures, text), rendered by ``html`` and ``markdown``.
 
-Sections appear only for the protocols present in the results. Figures are drawn here, saved
-as PNG under ``<output>/figures/`` and closed.
+Sections appear only for the protocols present in the results: each registered protocol
+declares its own (:mod:`semshift.report.sections` renders them, in report order); then come the
+score histograms, the hyperparameter search, errors and provenance. Figures are drawn here,
+saved as PNG under ``<output>/figures/`` and closed.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from matplotlib.figure import Figure
 
 from semshift.report import figures as F
 from semshift.report import tables as T
 from semshift.report._load import RunData
 from semshift.report.blocks import Block, FigureRef, Paragraph, Report, Section
-from semshift.report.gallery import (
-    GALLERY_DIR,
-    Gallery,
-    GallerySettings,
-    gallery_settings,
-    operating_galleries,
-)
+from semshift.report.gallery import GALLERY_DIR, Gallery, gallery_settings
+from semshift.report.sections import Figures as _Figures
+from semshift.report.sections import SectionContext, protocol_sections
+from semshift.report.sections import sanity_delta as sanity_delta
 
 __all__ = ["FigureRef", "Gallery", "Paragraph", "Report", "Section", "build_report"]
 
@@ -75,42 +70,6 @@ def fpr_sentence(provenance: dict[str, Any]) -> str:
     return f"FPR@95 convention: {conv}: {how}."
 
 
-def sanity_delta(provenance: dict[str, Any]) -> float:
-    """``config.protocols.sanity.delta`` from results.json, else 0.05."""
-    try:
-        delta = provenance["config"]["protocols"]["sanity"]["delta"]
-        value = float(delta)
-    except (KeyError, TypeError, ValueError):
-        return 0.05
-    return value if math.isfinite(value) else 0.05
-
-
-class _Figures:
-    """Save figures under ``figures/`` with unique names, closing each after saving."""
-
-    def __init__(self, folder: Path, dpi: int) -> None:
-        self.folder = folder
-        self.dpi = dpi
-        self.paths: list[Path] = []
-        self.seconds: dict[str, float] = {}
-
-    def save(self, name: str, fig: Figure | None, alt: str, caption: str) -> FigureRef | None:
-        if fig is None:
-            return None
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{name}.png"
-        fig.savefig(path, dpi=self.dpi, metadata={"Software": None})
-        fig.clear()
-        self.paths.append(path)
-        return FigureRef(path, alt, caption)
-
-    def timed(self, name: str, make: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        out = make()
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
-        return out
-
-
 def _add(section: Section, block: Block | None) -> None:
     if block is not None:
         section.blocks.append(block)
@@ -123,130 +82,10 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
     figs = _Figures(run.root / "figures", dpi)
     present = run.protocols()
     fpr_note = fpr_sentence(prov)
-    sections: list[Section] = []
-
-    if "osr" in present:
-        sec = Section("osr", "Open-set recognition")
-        sec.blocks.append(figs.timed("tables", lambda: T.osr_table(res)))
-        _add(sec, figs.timed("tables", lambda: T.osr_metrics_table(res, fpr_note=fpr_note)))
-        _add(
-            sec,
-            figs.save(
-                "level_curves",
-                figs.timed("level_curves", lambda: F.level_curves_figure(res)),
-                "AUROC vs semantic level per detector",
-                "AUROC x100 vs semantic shift level (OSR splits easy < medium < hard"
-                + ("; graded grid level means" if "graded" in present else "")
-                + "), one line per detector.",
-            ),
-        )
-        _add(
-            sec,
-            figs.save(
-                "oscr_curves",
-                figs.timed("oscr", lambda: F.oscr_figure(run)),
-                "OSCR curves per detector and split",
-                "Correct classification rate vs false positive rate, computed from scores/: "
-                "known correct = label == pred on id_test. Each curve ends at the closed-set "
-                "accuracy.",
-            ),
-        )
-        sections.append(sec)
-
-    if "newclass" in present or "failure" in present:
-        sec = Section("newclass_failure", "New-class vs failure detection")
-        sec.blocks.append(T.newclass_failure_table(res))
-        sections.append(sec)
-
-    if "decomposition" in present:
-        sec = Section("decomposition", "AUROC decomposition")
-        sec.blocks.append(T.decomposition_table(res))
-        _add(
-            sec,
-            figs.save(
-                "decomposition",
-                figs.timed("decomposition", lambda: F.decomposition_figure(res)),
-                "AUROC decomposition bars per detector",
-                "AUROC of all ID, correctly classified ID and misclassified ID test samples "
-                "against the pooled OOD.",
-            ),
-        )
-        sections.append(sec)
-
-    if "graded" in present:
-        sec = Section("graded", "Graded semantic x covariate shift grid")
-        for metric in T.graded_metrics(res):
-            for axis in ("semantic", "covariate"):
-                try:
-                    sec.blocks.append(T.graded_level_table(res, metric=metric, axis=axis))
-                except ValueError:
-                    pass  # no level means for this metric / axis
-            try:
-                sec.blocks.append(T.graded_trend_table(res, metric=metric))
-            except ValueError:
-                pass
-            t0 = time.perf_counter()
-            pages = F.grid_heatmap_figures(res, metric)
-            figs.seconds[f"heatmaps_{metric}"] = time.perf_counter() - t0
-            for k, fig in enumerate(pages):
-                suffix = "" if k == 0 else f"_{k + 1}"
-                _add(
-                    sec,
-                    figs.save(
-                        f"grid_{_safe(metric)}{suffix}",
-                        fig,
-                        f"{T.metric_label(metric)} heatmaps per detector",
-                        f"{T.metric_label(metric)} per grid cell (rows: semantic level, columns: "
-                        "covariate level); grey hatched cells are N/A (too few OOD samples).",
-                    ),
-                )
-        if "osr" not in present:
-            _add(
-                sec,
-                figs.save(
-                    "level_curves",
-                    figs.timed("level_curves", lambda: F.level_curves_figure(res)),
-                    "AUROC vs semantic level per detector",
-                    "AUROC x100 vs semantic level (mean over covariate levels), one line per "
-                    "detector.",
-                ),
-            )
-        sections.append(sec)
-
-    galleries: list[Gallery] = []
     settings = gallery_settings(prov)
-    if "operating_point" in present:
-        t0 = time.perf_counter()
-        sections += _operating_sections(run, settings, galleries)
-        figs.seconds["operating_point"] = time.perf_counter() - t0
-
-    if "sanity" in present:
-        delta = sanity_delta(prov)
-        sec = Section("sanity", "Random-model sanity check")
-        sec.blocks.append(T.sanity_table(res, delta=delta))
-        _add(
-            sec,
-            figs.save(
-                "sanity",
-                figs.timed("sanity", lambda: F.sanity_figure(res, delta)),
-                "Sanity check: AUROC with CI per detector and set",
-                f"AUROC with bootstrap CI of each random-init model; grey band 0.5 ± {delta:g}; "
-                "flagged detectors in red.",
-            ),
-        )
-        sections.append(sec)
-
-    if "generalisation" in present:
-        sec = Section("generalisation", "Generalisation under covariate shift")
-        sec.blocks.append(T.generalisation_table(res))
-        sections.append(sec)
-
-    if "gzsl" in present:
-        sec = Section("gzsl", "Generalised zero-shot learning")
-        if (res.loc[res["protocol"] == "gzsl", "split"].notna()).any():
-            sec.blocks.append(T.zsl_table(res))  # methods of the zsl protocol: Table 1 first
-        sec.blocks.append(T.gzsl_table(res))
-        sections.append(sec)
+    ctx = SectionContext(run, present, figs, fpr_note, settings)
+    sections = protocol_sections(ctx)
+    galleries = ctx.galleries
 
     if run.score_files:
         sec = Section("scores", "Score distributions")
@@ -297,44 +136,6 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
         )
         figs.seconds["gallery_fit"] = time.perf_counter() - t0
     return report
-
-
-def _operating_sections(
-    run: RunData, settings: GallerySettings, galleries: list[Gallery]
-) -> list[Section]:
-    """The operating-point tables and the image gallery (its blocks appended to ``galleries``)."""
-    res = run.results
-    sec = Section("operating_point", "Operating point")
-    sec.blocks.append(T.operating_point_overview_table(res, recall=settings.recall))
-    detectors = T.operating_point_detectors(res)
-    for det in detectors:
-        sec.blocks.append(T.operating_point_table(res, det, recall=settings.recall))
-    rows = res[
-        (res["protocol"] == "operating_point")
-        & (res["metric"] == "threshold")
-        & res["error"].isna()
-        & res["detector"].notna()
-    ]
-    thresholds = {str(r.detector): float(r.value) for r in rows.itertuples(index=False)}
-    found, reason = operating_galleries(run, thresholds, detectors, settings.per_kind)
-    gal = Section("operating_point_gallery", "Operating point: image gallery")
-    if reason is not None:
-        gal.blocks.append(Paragraph(f"No image gallery: {reason}."))
-        return [sec, gal]
-    gal.blocks.append(
-        Paragraph(
-            "Per detector, at its operating-point threshold t: the OOD images it accepts most "
-            "confidently, the correctly classified ID test images it rejects, and the images "
-            "where it disagrees most with msp. Each caption gives the predicted class, the "
-            "nearest known class in the taxonomy (where the run recorded one), the score and "
-            "the set."
-        )
-    )
-    for det in detectors:
-        for g in found.get(det, []):
-            gal.blocks.append(g)
-            galleries.append(g)
-    return [sec, gal]
 
 
 _CUT_NOTE = (
@@ -443,10 +244,6 @@ def _search_section(run: RunData, figs: _Figures) -> Section:
                 ),
             )
     return sec
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
 
 
 def _not_evaluated(run: RunData) -> list[str]:

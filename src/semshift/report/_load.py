@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from semshift.errors import InputError
+from semshift.protocols.registry import report_rows
 from semshift.protocols.tidy import RESULT_COLUMNS  # the one definition of the schema
 from semshift.report._commit import CommitRecord, RunNotFinishedError, check_committed
 from semshift.textio import read_csv, read_json
@@ -37,18 +38,10 @@ __all__ = [
     "read_search_table",
 ]
 
-#: Protocol names of the contract, in the order the report shows them.
-PROTOCOLS: tuple[str, ...] = (
-    "osr",
-    "newclass",
-    "failure",
-    "decomposition",
-    "graded",
-    "operating_point",
-    "sanity",
-    "generalisation",
-    "gzsl",
-)
+#: The ``protocol`` values of the shipped protocols' rows, in the order the report shows them
+#: (from the protocol registry when this module was imported; :meth:`RunData.protocols` reads
+#: the registry as it is, protocols registered later included).
+PROTOCOLS: tuple[str, ...] = tuple(report_rows())
 
 _STRING_COLUMNS = ("protocol", "set", "split", "semantic_level", "covariate_level", "detector")
 _FLOAT_COLUMNS = ("value", "ci_low", "ci_high")
@@ -178,7 +171,7 @@ class RunData:
     def protocols(self) -> list[str]:
         """The protocols present in the results, in the report's order."""
         present = set(self.results["protocol"])
-        known = [p for p in PROTOCOLS if p in present]
+        known = [p for p in report_rows() if p in present]
         return known + sorted(present - set(known))
 
     def read_scores(self, name: str, columns: Iterable[str] | None = None) -> pd.DataFrame:

@@ -60,6 +60,7 @@ __all__ = [
     "SourceConfig",
     "SplitConfig",
     "load_config",
+    "run_config_model",
 ]
 
 
@@ -204,16 +205,26 @@ class _ProtocolsBase(_Strict):
         return None
 
 
+def _registered() -> tuple[tuple[str, type[ProtocolConfig]], ...]:
+    """The registered protocols and their config models, in run order."""
+    return tuple((name, get_protocol(name).config) for name in list_protocols())
+
+
+def _protocols_model(protocols: Sequence[tuple[str, type[ProtocolConfig]]]) -> type[Any]:
+    return create_model(
+        "ProtocolsConfig",
+        __base__=_ProtocolsBase,
+        **{name: (config | None, None) for name, config in protocols},  # type: ignore[call-overload]
+    )
+
+
 #: The ``protocols:`` section: one optional key per registered protocol, validated by the
-#: config model the protocol declares (built once, when this module is imported).
+#: config model the protocol declares (built when this module is imported; a protocol
+#: registered later is validated by the model :func:`run_config_model` builds).
 if TYPE_CHECKING:
     ProtocolsConfig = _ProtocolsBase
 else:
-    ProtocolsConfig = create_model(
-        "ProtocolsConfig",
-        __base__=_ProtocolsBase,
-        **{name: (get_protocol(name).config | None, None) for name in list_protocols()},
-    )
+    ProtocolsConfig = _protocols_model(_registered())
 
 
 class SearchSpec(_Strict):
@@ -345,7 +356,7 @@ def _clean_loc(loc: Sequence[int | str]) -> list[int | str]:
     return out
 
 
-def _describe(err: Mapping[str, Any]) -> tuple[str, str]:
+def _describe(err: Mapping[str, Any], root: type[BaseModel] | None = None) -> tuple[str, str]:
     loc = _clean_loc(err.get("loc", ()))
     kind = str(err.get("type", ""))
     value = err.get("input")
@@ -353,14 +364,9 @@ def _describe(err: Mapping[str, Any]) -> tuple[str, str]:
     if len(got) > 60:
         got = got[:57] + "..."
     if kind == "extra_forbidden":
-        parent = _parent_model(loc[:-1])
+        parent = _parent_model(loc[:-1], root)
         known = ", ".join(parent.model_fields) if parent is not None else ""
-        close = (
-            difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
-            if (parent is not None)
-            else []
-        )
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(str(loc[-1]), parent.model_fields) if parent is not None else ""
         return _loc(loc), f"unknown key{hint}" + (f"; known keys: {known}" if known else "")
     if kind == "missing":
         return _loc(loc), "required key is missing"
@@ -375,9 +381,11 @@ def _describe(err: Mapping[str, Any]) -> tuple[str, str]:
     return _loc(loc), msg if "got " in msg else f"{msg}, got {got}"
 
 
-def _parent_model(loc: Sequence[int | str]) -> type[BaseModel] | None:
+def _parent_model(
+    loc: Sequence[int | str], root: type[BaseModel] | None = None
+) -> type[BaseModel] | None:
     # walk field names, skipping mapping keys (set names, seeds) that are not fields
-    cls: type[BaseModel] | None = RunConfig
+    cls: type[BaseModel] | None = root or RunConfig
     import typing
 
     for part in loc:
@@ -402,13 +410,15 @@ def _parent_model(loc: Sequence[int | str]) -> type[BaseModel] | None:
 _LIST_NOUNS = {"detectors": "detector names"}
 
 
-def _validation_error(err: ValidationError, where: str) -> InputError:
+def _validation_error(
+    err: ValidationError, where: str, root: type[BaseModel] | None = None
+) -> InputError:
     errors = err.errors()
     # prefer the most specific error (longest location) for union fields
     best = max(errors, key=lambda e: len(_clean_loc(e.get("loc", ()))))
     if any(e.get("type") == "extra_forbidden" for e in errors):
         best = next(e for e in errors if e.get("type") == "extra_forbidden")
-    path, message = _describe(best)
+    path, message = _describe(best, root)
     if best.get("type") == "literal_error":  # `detectors: msp`: a list or one of the words
         loc = _clean_loc(best.get("loc", ()))
         if any(
@@ -734,6 +744,32 @@ def _is_weights_name(spec: str, model: str) -> bool:
     return named_weights_library(model, spec) is not None
 
 
+_BUILT_WITH = _registered()
+_MODELS: dict[tuple[tuple[str, type[ProtocolConfig]], ...], type[RunConfig]] = {}
+
+
+def run_config_model() -> type[RunConfig]:
+    """The :class:`RunConfig` model for the protocols registered now.
+
+    :class:`RunConfig` itself when they are those registered when this module was imported;
+    else a subclass whose ``protocols:`` section has one key per protocol registered now (a
+    plugin's, a test's toy), built once per set of protocols.
+    """
+    protocols = _registered()
+    if protocols == _BUILT_WITH:
+        return RunConfig
+    model = _MODELS.get(protocols)
+    if model is None:
+        section = _protocols_model(protocols)
+        model = create_model(
+            "RunConfig",
+            __base__=RunConfig,
+            protocols=(section, Field(default_factory=section)),
+        )
+        _MODELS[protocols] = model
+    return model
+
+
 def load_config(
     config: str | Path | Mapping[str, Any] | RunConfig,
     *,
@@ -786,10 +822,11 @@ def load_config(
         else:
             raise InputError(f"config: expected a path or a mapping, got {type(config).__name__}")
         data.update(overrides or {})
+        model = run_config_model()
         try:
-            cfg = RunConfig.model_validate(data)
+            cfg = model.model_validate(data)
         except ValidationError as err:
-            raise _validation_error(err, where) from None
+            raise _validation_error(err, where, model) from None
         cfg.source = where
     cfg.base_dir = base.resolve()
     _resolve_paths(cfg, cfg.base_dir)
