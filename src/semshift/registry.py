@@ -106,12 +106,26 @@ class Registry(Mapping[str, T], Generic[T]):
         DuplicateNameError
             ``name`` is registered already (unless ``replace``).
         """
-        if not isinstance(name, str) or not name:
-            raise InputError(f"a {self.kind} needs a non-empty name, got {name!r}")
-        if not replace and name in self._entries:
-            raise DuplicateNameError(f"{self.kind} name {name!r} is already registered")
+        if not replace or not isinstance(name, str) or not name:
+            self.check_new(name)
         self._entries[name] = entry
         return entry
+
+    def check_new(self, name: object) -> None:
+        """Raise what :meth:`add` would for ``name`` (for a ``register_*`` function that checks
+        the name before anything else); loads no plugins.
+
+        Raises
+        ------
+        InputError
+            ``name`` is empty or not a string.
+        DuplicateNameError
+            ``name`` is registered already.
+        """
+        if not isinstance(name, str) or not name:
+            raise InputError(f"a {self.kind} needs a non-empty name, got {name!r}")
+        if name in self._entries:
+            raise DuplicateNameError(f"{self.kind} name {name!r} is already registered")
 
     def remove(self, name: str) -> T:
         """Take ``name`` out of the registry (tests that register a toy entry clean up with it)."""

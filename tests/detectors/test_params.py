@@ -172,7 +172,7 @@ def test_unknown_names_are_listed_with_the_accepted_ones() -> None:
         InputError, match=r"^odin has no hyperparameter T; accepted: temperature, epsilon$"
     ):
         detectors.check_params("odin", {"T": 1})
-    with pytest.raises(UnknownNameError, match=r"unknown detector 'knnn'\. Did you mean knn"):
+    with pytest.raises(UnknownNameError, match=r"unknown detector 'knnn'\. Did you mean 'knn'"):
         detectors.check_params("knnn", {})
     detectors.check_params("knn", {})  # nothing given: the defaults, valid
 

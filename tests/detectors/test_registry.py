@@ -52,7 +52,7 @@ def test_unknown_name_lists_known_ones_and_close_matches() -> None:
         detectors.get("knnn")
     msg = str(info.value)
     assert "unknown detector 'knnn'" in msg
-    assert "Did you mean knn" in msg
+    assert "Did you mean 'knn'" in msg
     for name in detectors.list_detectors():
         assert name in msg
     assert isinstance(info.value, SemshiftError) and isinstance(info.value, KeyError)

@@ -147,7 +147,7 @@ def test_unknown_builder_lists_close_matches_and_every_name(ctx):
         get_builder("cleanin")
     assert str(info.value) == (
         "unknown split builder 'cleanin'. Did you mean 'cleaning'? "
-        "Known builders: cleaning, graded, ssb, superclass, zsl"
+        "Known: cleaning, graded, ssb, superclass, zsl"
     )
     with pytest.raises(UnknownNameError, match=rf"^{WHERE}\.builder: .*'ssb'"):
         build_split("sbb", {}, ctx)

@@ -131,7 +131,9 @@ def test_sood_names_and_bad_input(toy, tmp_path):
     assert len(names) == 56 and names[0] == "bag" and "medical_equipment" in names
     with pytest.raises(InputError, match="no sub-class in the pool"):
         build_superclasses(["vehicle", "radio"], ["car"], taxonomy=toy)
-    with pytest.raises(UnknownNameError, match=r"'vehicel' is not a super-class name; did you"):
+    with pytest.raises(
+        UnknownNameError, match=r"'vehicel' is not a super-class name \(did you mean 'vehicle'"
+    ):
         build_superclasses(["vehicle"], ["car"], taxonomy=toy, nodes={"vehicel": "vehicle"})
     with pytest.raises(InputError, match="listed twice"):
         load_superclass_names(["a", "a"])

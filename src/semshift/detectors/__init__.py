@@ -25,6 +25,7 @@ from ._base import INPUT_NAMES, LEVELS, Detector
 from ._many import ManyFits, ManyScores, default_threads, fit_many, score_many
 from ._params import Boolean, Constraint, Interval, StrOptions
 from ._registry import (
+    DETECTORS,
     check_params,
     check_search_space,
     get,
@@ -38,6 +39,7 @@ from ._shared import SharedResults
 from .model_level import ModelLevelDetector
 
 __all__ = [
+    "DETECTORS",
     "INPUT_NAMES",
     "LEVELS",
     "Boolean",

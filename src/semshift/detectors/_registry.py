@@ -3,22 +3,28 @@
 One registry holds every detector: the post-hoc ones (``level = "post_hoc"``, fitted and scored
 by this package) and the model-level ones (``level = "model"``, computed during feature
 extraction; each in its own module, on the base of :mod:`semshift.detectors.model_level`).
+:data:`DETECTORS` is a :class:`semshift.registry.Registry`; another package adds detectors
+without editing semshift through the ``semshift.detectors`` entry-point group: an entry point
+naming a module that applies :func:`register_detector` where its classes are defined, or naming a
+:class:`Detector` subclass (checked as :func:`register_detector` checks it, registered under its
+``name``).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError
+from semshift.registry import Registry
 
 from ._base import LEVELS, Detector
 from ._params import Constraint, validate_params
 
 __all__ = [
+    "DETECTORS",
     "check_params",
     "check_search_space",
     "get",
@@ -28,8 +34,20 @@ __all__ = [
     "register_detector",
 ]
 
-_REGISTRY: dict[str, type[Detector]] = {}
 D = TypeVar("D", bound=type[Detector])
+
+
+def _adopt(name: str, cls: Any) -> None:
+    """Register the class a ``semshift.detectors`` entry point names."""
+    if not (isinstance(cls, type) and issubclass(cls, Detector)):
+        raise TypeError(f"entry point {name!r} names {cls!r}, not a Detector subclass")
+    register_detector(cls)
+
+
+#: Every detector class, by name (both levels).
+DETECTORS: Registry[type[Detector]] = Registry(
+    "detector", entry_points="semshift.detectors", adopt=_adopt
+)
 
 
 def _check_declaration(cls: type[Detector]) -> None:
@@ -88,18 +106,17 @@ def register_detector(cls: D) -> D:
 
     Raises
     ------
-    ValueError
-        The name is empty or already registered.
+    InputError
+        The name is empty.
+    DuplicateNameError
+        The name is already registered (an InputError, so also a ValueError).
     TypeError
         Unknown ``level``, ``_parameter_constraints`` does not declare exactly the keyword
         hyperparameters of ``__init__``, or a ``search_space`` candidate is not a value its
         hyperparameter accepts (or a model-level detector declares a search space).
     """
-    name = cls.name
-    if not name or name in _REGISTRY:
-        raise ValueError(f"detector name {name!r} is empty or already registered")
     _check_declaration(cls)
-    _REGISTRY[name] = cls
+    DETECTORS.add(cls.name, cls)
     return cls
 
 
@@ -125,10 +142,10 @@ def list_detectors(level: str | None = None) -> list[str]:
     ['adascale_a', 'adascale_l', 'gradnorm_kl', 'gram']
     """
     if level is None:
-        return sorted(_REGISTRY)
+        return DETECTORS.names()
     if level not in LEVELS:
         raise InputError(f"unknown detector level {level!r}; known: {', '.join(LEVELS)}")
-    return sorted(name for name, cls in _REGISTRY.items() if cls.level == level)
+    return DETECTORS.names(where=lambda name, cls: cls.level == level)
 
 
 def get_class(name: str) -> type[Detector]:
@@ -139,14 +156,7 @@ def get_class(name: str) -> type[Detector]:
     UnknownNameError
         No detector has this name; the message lists close matches and every known name.
     """
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownNameError(
-            f"unknown detector {name!r}.{hint} Known detectors: {', '.join(list_detectors())}"
-        ) from None
+    return DETECTORS[name]
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> None:

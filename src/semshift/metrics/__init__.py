@@ -51,7 +51,13 @@ from semshift.metrics.ranking import (
     fpr_at_tpr_openood,
     ranking_metrics,
 )
-from semshift.metrics.registry import MetricSpec, get_metric, list_metrics, register_metric
+from semshift.metrics.registry import (
+    METRICS,
+    MetricSpec,
+    get_metric,
+    list_metrics,
+    register_metric,
+)
 from semshift.metrics.shift import level_means, level_trend, shift_grid
 from semshift.metrics.stats import (
     BootstrapCI,
@@ -64,6 +70,7 @@ from semshift.metrics.zsl import GZSLResult, gzsl, per_class_accuracy
 
 __all__ = [
     "DEFAULT_METRICS",
+    "METRICS",
     "AUROCDecomposition",
     "BootstrapCI",
     "DeLongResult",

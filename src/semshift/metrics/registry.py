@@ -21,15 +21,14 @@ Input vocabulary (the ``inputs`` tuple of a :class:`MetricSpec`, in call order):
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from semshift.errors import UnknownNameError
+from semshift.registry import Registry
 
-__all__ = ["INPUT_NAMES", "MetricSpec", "get_metric", "list_metrics", "register_metric"]
+__all__ = ["INPUT_NAMES", "METRICS", "MetricSpec", "get_metric", "list_metrics", "register_metric"]
 
 INPUT_NAMES = ("scores", "is_ood", "correct", "error", "pred", "labels", "confusion")
 
@@ -68,7 +67,16 @@ class MetricSpec:
         return float(self.function(*arrays, **{**self.kwargs, **kwargs}))
 
 
-_REGISTRY: dict[str, MetricSpec] = {}
+def _adopt(name: str, spec: Any) -> None:
+    """Register the :class:`MetricSpec` a ``semshift.metrics`` entry point names."""
+    if not isinstance(spec, MetricSpec):
+        raise TypeError(f"entry point {name!r} names {spec!r}, not a MetricSpec")
+    METRICS.add(spec.name, spec)
+
+
+#: Every metric, by name; other packages add theirs through the ``semshift.metrics`` entry-point
+#: group (a module applying :func:`register_metric`, or a :class:`MetricSpec`).
+METRICS: Registry[MetricSpec] = Registry("metric", entry_points="semshift.metrics", adopt=_adopt)
 
 
 def register_metric(
@@ -104,16 +112,14 @@ def register_metric(
         raise ValueError(f"metric {name!r}: unknown input name(s) {unknown}; use {INPUT_NAMES}")
 
     def decorator(function: F) -> F:
-        if name in _REGISTRY:
-            raise ValueError(f"metric {name!r} is registered twice")
-        _REGISTRY[name] = MetricSpec(
+        METRICS.add(name, MetricSpec(
             name=name,
             function=function,
             higher_is_better=higher_is_better,
             inputs=tuple(inputs),
             description=description,
             kwargs=MappingProxyType(dict(kwargs)),
-        )
+        ))  # fmt: skip
         return function
 
     return decorator
@@ -143,14 +149,7 @@ def get_metric(name: str) -> MetricSpec:
     >>> spec.higher_is_better, spec.inputs
     (True, ('scores', 'is_ood'))
     """
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(
-            f"unknown metric {name!r}.{hint} Known metrics: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    return METRICS[name]
 
 
 def list_metrics(inputs: Sequence[str] | None = None) -> list[str]:
@@ -173,6 +172,6 @@ def list_metrics(inputs: Sequence[str] | None = None) -> list[str]:
     True
     """
     if inputs is None:
-        return sorted(_REGISTRY)
+        return METRICS.names()
     want = tuple(inputs)
-    return sorted(n for n, s in _REGISTRY.items() if s.inputs == want)
+    return METRICS.names(where=lambda name, spec: spec.inputs == want)

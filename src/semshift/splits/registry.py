@@ -25,7 +25,6 @@ Parameter conventions shared by the builders:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +32,21 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from semshift.errors import InputError, ParamError, SemshiftError, UnknownNameError
+from semshift.errors import (
+    InputError,
+    ParamError,
+    SemshiftError,
+    UnknownNameError,
+    did_you_mean,
+)
+from semshift.registry import Registry
 from semshift.splits.manifest import SplitManifest
 
 if TYPE_CHECKING:
     from semshift.taxonomy.core import Taxonomy
 
 __all__ = [
+    "BUILDERS",
     "BuildContext",
     "BuilderParams",
     "ClassSpec",
@@ -192,7 +199,19 @@ class SplitBuilder:
     summary: str
 
 
-_REGISTRY: dict[str, SplitBuilder] = {}
+def _adopt(name: str, builder: Any) -> None:
+    """Register the :class:`SplitBuilder` a ``semshift.split_builders`` entry point names."""
+    if not isinstance(builder, SplitBuilder):
+        raise TypeError(f"entry point {name!r} names {builder!r}, not a SplitBuilder")
+    register_builder(builder.name, builder.params, builder.summary)(builder.build)
+
+
+#: Every split builder, by name; other packages add theirs through the
+#: ``semshift.split_builders`` entry-point group (a module applying :func:`register_builder`, or
+#: a :class:`SplitBuilder`).
+BUILDERS: Registry[SplitBuilder] = Registry(
+    "split builder", entry_points="semshift.split_builders", adopt=_adopt
+)
 
 
 def register_builder(name: str, params: type[BaseModel], summary: str) -> Callable[[F], F]:
@@ -212,8 +231,7 @@ def register_builder(name: str, params: type[BaseModel], summary: str) -> Callab
     callable
         The decorator; it returns the function unchanged.
     """
-    if not name or name in _REGISTRY:
-        raise ValueError(f"split builder name {name!r} is empty or already registered")
+    BUILDERS.check_new(name)
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         raise ValueError(f"split builder {name!r}: params must be a pydantic model class")
     if params.model_config.get("extra") != "forbid":
@@ -222,9 +240,7 @@ def register_builder(name: str, params: type[BaseModel], summary: str) -> Callab
         raise ValueError(f"split builder {name!r}: the summary must be one non-empty line")
 
     def decorator(function: F) -> F:
-        if name in _REGISTRY:
-            raise ValueError(f"split builder {name!r} is registered twice")
-        _REGISTRY[name] = SplitBuilder(name=name, params=params, build=function, summary=summary)
+        BUILDERS.add(name, SplitBuilder(name=name, params=params, build=function, summary=summary))
         return function
 
     return decorator
@@ -239,7 +255,7 @@ def list_builders() -> list[str]:
     >>> list_builders()
     ['cleaning', 'graded', 'ssb', 'superclass', 'zsl']
     """
-    return sorted(_REGISTRY)
+    return BUILDERS.names()
 
 
 def get_builder(name: str) -> SplitBuilder:
@@ -256,14 +272,7 @@ def get_builder(name: str) -> SplitBuilder:
     >>> get_builder("ssb").params.model_fields["preset"].default
     'ssb'
     """
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnknownNameError(
-            f"unknown split builder {name!r}.{hint} Known builders: {', '.join(list_builders())}"
-        ) from None
+    return BUILDERS[name]
 
 
 def _get(name: str, where: str) -> SplitBuilder:
@@ -295,8 +304,8 @@ def _message(err: ValidationError, model: type[BaseModel], where: str) -> str:
     kind = e["type"]
     if kind == "extra_forbidden":
         accepted = list(model.model_fields)
-        close = difflib.get_close_matches(str(loc[0]), accepted, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = did_you_mean(str(loc[0]), accepted).strip()
+        hint = f"{hint[1:-2]}? " if hint else ""
         return f"{prefix}: unknown parameter; {hint}accepted: {', '.join(accepted)}"
     if kind == "missing":
         return f"{prefix}: required, not given"

@@ -40,7 +40,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from pydantic import BeforeValidator, Field, model_validator
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, did_you_mean
 from semshift.splits.manifest import SplitManifest
 from semshift.splits.registry import (
     BuildContext,
@@ -291,10 +291,8 @@ def build_superclasses(
     overrides = dict(nodes or {})
     for key in overrides:
         if key not in sc_names:
-            close = ", ".join(__import__("difflib").get_close_matches(key, sc_names, n=3))
             raise UnknownNameError(
-                f"nodes: {key!r} is not a super-class name"
-                + (f"; did you mean {close}?" if close else "")
+                f"nodes: {key!r} is not a super-class name{did_you_mean(key, sc_names, n=3)}"
             )
 
     big = np.iinfo(np.int64).max
