@@ -34,9 +34,10 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from semshift.detectors import Constraint, Interval
 from semshift.errors import InputError, unknown_name
 from semshift.features.models import ModelAdapter
+from semshift.params import Constraint, Interval
+from semshift.registry import Registry
 from semshift.training.distributed import (
     BATCHNORMS,
     average_gradients,
@@ -160,8 +161,19 @@ class TrainingMethod(nn.Module):
 
 M = TypeVar("M", bound=type[TrainingMethod])
 
-#: Method name -> class.
-METHODS: dict[str, type[TrainingMethod]] = {}
+
+def _adopt(name: str, cls: Any) -> None:
+    """Register the class a ``semshift.training_methods`` entry point names."""
+    if not (isinstance(cls, type) and issubclass(cls, TrainingMethod)):
+        raise TypeError(f"entry point {name!r} names {cls!r}, not a TrainingMethod subclass")
+    register_method(cls)
+
+
+#: Method name -> class (a :class:`semshift.registry.Registry`); other packages add methods
+#: through the ``semshift.training_methods`` entry-point group.
+METHODS: Registry[type[TrainingMethod]] = Registry(
+    "training method", entry_points="semshift.training_methods", adopt=_adopt
+)
 
 
 def register_method(cls: M) -> M:
@@ -169,13 +181,14 @@ def register_method(cls: M) -> M:
 
     Raises
     ------
-    ValueError
-        The name is empty or already registered.
+    InputError
+        The name is empty.
+    DuplicateNameError
+        The name is already registered (an InputError, so also a ValueError).
     TypeError
         ``_parameter_constraints`` does not declare exactly the keyword hyperparameters.
     """
-    if not cls.name or cls.name in METHODS:
-        raise ValueError(f"training method name {cls.name!r} is empty or already registered")
+    METHODS.check_new(cls.name)
     params, declared = cls.param_names(), cls._parameter_constraints
     if sorted(params) != sorted(declared):
         raise TypeError(
@@ -185,18 +198,16 @@ def register_method(cls: M) -> M:
     for p in params:
         if inspect.signature(cls.__init__).parameters[p].default is inspect.Parameter.empty:
             raise TypeError(f"{cls.__name__}: hyperparameter {p!r} needs a default")
-    METHODS[cls.name] = cls
+    METHODS.add(cls.name, cls)
     return cls
 
 
 def list_methods() -> list[str]:
     """The registered method names, sorted."""
-    return sorted(METHODS)
+    return METHODS.names()
 
 
 def _method_class(name: str) -> type[TrainingMethod]:
-    if name not in METHODS:
-        raise unknown_name("training method", name, METHODS)
     return METHODS[name]
 
 

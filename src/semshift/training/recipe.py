@@ -25,8 +25,8 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
 
-from semshift.detectors import Boolean, Constraint, Interval
 from semshift.errors import InputError, SemshiftError, unknown_name
+from semshift.params import Boolean, Constraint, Interval
 
 __all__ = ["CONFIG_FILE_KEYS", "Recipe", "TrainConfig", "check_config_file"]
 

@@ -39,6 +39,7 @@ from semshift.training.zsl.evaluate import (
 )
 from semshift.training.zsl.ranking import ALE, DEVISE, LATEM, SJE, BilinearRanking
 from semshift.training.zsl.registry import (
+    ZSL_METHODS,
     ZSLMethod,
     get_zsl_method,
     list_zsl_methods,
@@ -57,6 +58,7 @@ __all__ = [
     "SJE",
     "SPLIT_VERSIONS",
     "SYNC",
+    "ZSL_METHODS",
     "BilinearRanking",
     "GridPoint",
     "ZSLData",

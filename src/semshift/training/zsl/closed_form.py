@@ -12,15 +12,15 @@ Notation: ``X`` (n, d) features, ``y`` (n,) class indices, ``S`` (C, a) class em
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.linalg as sla
 from numpy.typing import NDArray
 
+from semshift.params import Boolean, Interval, StrOptions
 from semshift.training.zsl.registry import (
-    Choice,
-    Interval,
     ZSLMethod,
     check_fit_inputs,
     register_zsl_method,
@@ -107,9 +107,9 @@ class ESZSL(ZSLMethod):
     title = "ESZSL"
     reference = "Romera-Paredes and Torr, ICML 2015"
     constraints: ClassVar[Mapping[str, Any]] = {
-        "gamma": Interval(0.0),
-        "lam": Interval(0.0),
-        "targets": Choice(("onehot", "signed")),
+        "gamma": [Interval(Real, 0.0, None, closed="neither")],
+        "lam": [Interval(Real, 0.0, None, closed="neither")],
+        "targets": [StrOptions({"onehot", "signed"})],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {"gamma": _DECADES, "lam": _DECADES}
     order = 6
@@ -241,9 +241,9 @@ class SAE(ZSLMethod):
     title = "SAE"
     reference = "Kodirov et al., CVPR 2017"
     constraints: ClassVar[Mapping[str, Any]] = {
-        "lam": Interval(0.0),
-        "space": Choice(("semantic", "feature")),
-        "row_normalise": Choice((False, True)),
+        "lam": [Interval(Real, 0.0, None, closed="neither")],
+        "space": [StrOptions({"semantic", "feature"})],
+        "row_normalise": [Boolean()],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {
         "lam": tuple(float(10.0**k) for k in range(-2, 6)),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from semshift.params import Interval
 from semshift.training.zsl.ranking import feature_scale
 from semshift.training.zsl.registry import (
-    Interval,
     ZSLMethod,
     check_fit_inputs,
     register_zsl_method,
@@ -68,9 +69,9 @@ class CONSE(ZSLMethod):
     reference = "Norouzi et al., ICLR 2014"
     order = 1
     constraints: ClassVar[Mapping[str, Any]] = {
-        "top": Interval(1, integer=True, closed_low=True),
-        "C": Interval(0.0),
-        "max_iter": Interval(1, integer=True, closed_low=True),
+        "top": [Interval(Integral, 1, None, closed="left")],
+        "C": [Interval(Real, 0.0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {"top": (1, 2, 5, 10), "C": (0.1, 1.0, 10.0)}
 

@@ -26,12 +26,14 @@ rate grid serves every feature extractor; the class embeddings are used as given
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from semshift.training.zsl.registry import Interval, ZSLMethod, register_zsl_method
+from semshift.params import Interval
+from semshift.training.zsl.registry import ZSLMethod, register_zsl_method
 
 __all__ = ["ALE", "DEVISE", "LATEM", "SJE", "BilinearRanking", "feature_scale"]
 
@@ -53,10 +55,10 @@ class BilinearRanking(ZSLMethod):
     """
 
     constraints: ClassVar[Mapping[str, Any]] = {
-        "lr": Interval(0.0),
-        "epochs": Interval(1, integer=True, closed_low=True),
-        "batch_size": Interval(1, integer=True, closed_low=True),
-        "seed": Interval(0, integer=True, closed_low=True),
+        "lr": [Interval(Real, 0.0, None, closed="neither")],
+        "epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "seed": [Interval(Integral, 0, None, closed="left")],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {"lr": (0.03, 0.1, 0.3, 1.0)}
 
@@ -223,7 +225,7 @@ class DEVISE(BilinearRanking):
     order = 4
     constraints: ClassVar[Mapping[str, Any]] = {
         **BilinearRanking.constraints,
-        "margin": Interval(0.0),
+        "margin": [Interval(Real, 0.0, None, closed="neither")],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {
         "lr": (0.03, 0.1, 0.3, 1.0),
@@ -310,7 +312,7 @@ class LATEM(BilinearRanking):
     order = 2
     constraints: ClassVar[Mapping[str, Any]] = {
         **BilinearRanking.constraints,
-        "n_maps": Interval(1, integer=True, closed_low=True),
+        "n_maps": [Interval(Integral, 1, None, closed="left")],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {
         "lr": (0.1, 0.3, 1.0),

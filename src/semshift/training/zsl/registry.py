@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from semshift.errors import InputError, NotFittedError, unknown_name
+from semshift.params import Constraint, validate_params
+from semshift.registry import Registry
 
 __all__ = [
-    "Choice",
-    "Interval",
+    "ZSL_METHODS",
     "ZSLMethod",
     "check_fit_inputs",
     "get_zsl_method",
@@ -40,50 +40,6 @@ __all__ = [
 ]
 
 F64 = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A numeric constraint: ``low < x`` (``<=`` when ``closed_low``), ``x <= high``;
-    ``integer`` asks for an int."""
-
-    low: float | None = None
-    high: float | None = None
-    closed_low: bool = False
-    integer: bool = False
-
-    def check(self, name: str, value: Any) -> None:
-        kind = "an integer" if self.integer else "a number"
-        ok_type = (
-            isinstance(value, int | np.integer)
-            if self.integer
-            else (isinstance(value, int | float | np.integer | np.floating))
-        )
-        if isinstance(value, bool) or not ok_type or not np.isfinite(value):
-            raise InputError(f"{name} must be {kind}, got {value!r}")
-        if self.low is not None and (
-            value < self.low or (value == self.low and not self.closed_low)
-        ):
-            rel = ">=" if self.closed_low else ">"
-            raise InputError(f"{name} must be {rel} {self.low}, got {value!r}")
-        if self.high is not None and value > self.high:
-            raise InputError(f"{name} must be <= {self.high}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One of a fixed set of values."""
-
-    values: tuple[Any, ...]
-
-    def check(self, name: str, value: Any) -> None:
-        if value not in self.values:
-            raise InputError(
-                f"{name} must be one of {', '.join(map(repr, self.values))}, got {value!r}"
-            )
-
-
-Constraint = Interval | Choice
 
 
 def check_fit_inputs(
@@ -130,7 +86,8 @@ class ZSLMethod:
     name : registry name
     title : display name (the paper's table row)
     reference : the paper
-    constraints : hyperparameter name -> :class:`Interval` or :class:`Choice`
+    constraints : hyperparameter name -> list of :mod:`semshift.params` constraints (a value is
+        valid when it satisfies one of them), as detectors declare ``_parameter_constraints``
     grid : hyperparameter name -> values tried on the val classes (a full product)
     order : position in :func:`list_zsl_methods` (the paper's table order)
     """
@@ -138,7 +95,7 @@ class ZSLMethod:
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
     reference: ClassVar[str] = ""
-    constraints: ClassVar[Mapping[str, Constraint]] = {}
+    constraints: ClassVar[Mapping[str, Sequence[Constraint | None]]] = {}
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {}
     order: ClassVar[int] = 100
 
@@ -162,8 +119,9 @@ class ZSLMethod:
         return {k: p.default for k, p in sig.parameters.items() if k != "self"}
 
     def _validate(self) -> None:
-        for key, rule in self.constraints.items():
-            rule.check(f"{self.name}: {key}", getattr(self, key))
+        validate_params(
+            self.name, self.constraints, {k: getattr(self, k) for k in self.constraints}
+        )
 
     def get_params(self) -> dict[str, Any]:
         """The hyperparameters as a dict."""
@@ -230,25 +188,45 @@ class ZSLMethod:
 
 
 M = TypeVar("M", bound=type[ZSLMethod])
-_REGISTRY: dict[str, type[ZSLMethod]] = {}
-
-
-def register_zsl_method(cls: M) -> M:
-    """Class decorator: register a :class:`ZSLMethod` subclass under its ``name``."""
-    if not cls.name or cls.name in _REGISTRY:
-        raise ValueError(f"zero-shot method {cls.name!r}: empty or already registered")
-    _REGISTRY[cls.name] = cls
-    return cls
 
 
 def _load_all() -> None:
     import semshift.training.zsl  # noqa: F401  (the package imports every method module)
 
 
+def _adopt(name: str, cls: Any) -> None:
+    """Register the class a ``semshift.zsl_methods`` entry point names."""
+    if not (isinstance(cls, type) and issubclass(cls, ZSLMethod)):
+        raise TypeError(f"entry point {name!r} names {cls!r}, not a ZSLMethod subclass")
+    register_zsl_method(cls)
+
+
+#: Every zero-shot method class, by name, listed in the paper's table order; other packages add
+#: theirs through the ``semshift.zsl_methods`` entry-point group.
+ZSL_METHODS: Registry[type[ZSLMethod]] = Registry(
+    "zero-shot method",
+    entry_points="semshift.zsl_methods",
+    order=lambda name, cls: cls.order,
+    loader=_load_all,
+    adopt=_adopt,
+)
+
+
+def register_zsl_method(cls: M) -> M:
+    """Class decorator: register a :class:`ZSLMethod` subclass under its ``name``.
+
+    Raises
+    ------
+    DuplicateNameError
+        The name is registered already (an InputError, so also a ValueError).
+    """
+    ZSL_METHODS.add(cls.name, cls)
+    return cls
+
+
 def list_zsl_methods() -> list[str]:
     """Registered method names in the paper's table order."""
-    _load_all()
-    return sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].order, n))
+    return ZSL_METHODS.names()
 
 
 def get_zsl_method(name: str) -> type[ZSLMethod]:
@@ -259,8 +237,23 @@ def get_zsl_method(name: str) -> type[ZSLMethod]:
     UnknownNameError
         No such method; the message lists close matches and every known name.
     """
-    _load_all()
     key = str(name).lower()
-    if key not in _REGISTRY:
-        raise unknown_name("zero-shot method", name, _REGISTRY)
-    return _REGISTRY[key]
+    if key not in ZSL_METHODS:
+        raise unknown_name("zero-shot method", name, ZSL_METHODS)
+    return ZSL_METHODS[key]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Interval", "Choice"):
+        import warnings
+
+        from semshift.training.zsl import _legacy_constraints
+
+        warnings.warn(
+            f"semshift.training.zsl.registry.{name} is deprecated: zero-shot methods declare "
+            "their constraints with semshift.params (Interval, StrOptions, Boolean)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_legacy_constraints, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from semshift.params import Interval
 from semshift.training.zsl.ranking import feature_scale
-from semshift.training.zsl.registry import Interval, ZSLMethod, register_zsl_method
+from semshift.training.zsl.registry import ZSLMethod, register_zsl_method
 
 __all__ = ["SYNC", "phantom_weights"]
 
@@ -67,9 +69,9 @@ class SYNC(ZSLMethod):
     reference = "Changpinyo et al., CVPR 2016"
     order = 7
     constraints: ClassVar[Mapping[str, Any]] = {
-        "lam": Interval(0.0),
-        "sigma": Interval(0.0),
-        "max_iter": Interval(1, integer=True, closed_low=True),
+        "lam": [Interval(Real, 0.0, None, closed="neither")],
+        "sigma": [Interval(Real, 0.0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {
         "lam": (1e-4, 1e-3, 1e-2, 1e-1),
