@@ -21,6 +21,7 @@ from semshift.catalog.benchmarks import (
     check_benchmark,
     get_benchmark,
     list_benchmarks,
+    register_benchmark,
 )
 from semshift.catalog.lists import (
     PREFIX,
@@ -59,6 +60,7 @@ __all__ = [
     "published_info",
     "published_split",
     "read_tar_members",
+    "register_benchmark",
     "resolve_manifest",
     "ssb_imagenet21k_val_files",
 ]

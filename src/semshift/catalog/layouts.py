@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from semshift.errors import InputError, UnknownNameError, did_you_mean
+from semshift.errors import InputError, UnknownNameError
 from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
+from semshift.registry import Registry
 from semshift.taxonomy.classlists import ClassList, load_classlist
 from semshift.textio import read_text
 
@@ -1087,29 +1088,48 @@ def openood_list(
 # registry: layouts by name, for run configs (``data.<set>.layout``)
 # ---------------------------------------------------------------------------------------------
 
-#: Layout name -> reader ``f(root, **params) -> ImageSource``.
-LAYOUTS: dict[str, Callable[..., ImageSource]] = {
-    "imagenet1k": imagenet1k,
-    "imagenet21k": imagenet21k,
-    "cub200": cub200,
-    "fgvc_aircraft": fgvc_aircraft,
-    "stanford_cars": stanford_cars,
-    "imagenet_r": imagenet_r,
-    "imagenet_sketch": imagenet_sketch,
-    "imagenet_o": imagenet_o,
-    "imagenet_c": imagenet_c,
-}
+
+def _adopt(name: str, reader: Any) -> None:
+    """Register the reader a ``semshift.layouts`` entry point names, under that name."""
+    if not callable(reader):
+        raise TypeError(f"entry point {name!r} names {reader!r}, not a reader f(root, **params)")
+    LAYOUTS.add(name, reader)
+
+
+#: Layout name -> reader ``f(root, **params) -> ImageSource`` (a
+#: :class:`semshift.registry.Registry`); other packages add readers through the
+#: ``semshift.layouts`` entry-point group (a module applying :func:`register_layout`, or a reader).
+LAYOUTS: Registry[Callable[..., ImageSource]] = Registry(
+    "layout", entry_points="semshift.layouts", adopt=_adopt
+)
+for _name, _reader in (
+    ("imagenet1k", imagenet1k),
+    ("imagenet21k", imagenet21k),
+    ("cub200", cub200),
+    ("fgvc_aircraft", fgvc_aircraft),
+    ("stanford_cars", stanford_cars),
+    ("imagenet_r", imagenet_r),
+    ("imagenet_sketch", imagenet_sketch),
+    ("imagenet_o", imagenet_o),
+    ("imagenet_c", imagenet_c),
+):
+    LAYOUTS.add(_name, _reader)
 
 
 def register_layout(
     name: str,
 ) -> Callable[[Callable[..., ImageSource]], Callable[..., ImageSource]]:
-    """Decorator adding a reader ``f(root, **params) -> ImageSource`` under ``name``."""
+    """Decorator adding a reader ``f(root, **params) -> ImageSource`` under ``name``.
+
+    Raises
+    ------
+    DuplicateNameError
+        ``name`` is registered already (an InputError, so also a ValueError).
+    """
+    LAYOUTS.check_new(name)
 
     def deco(fn: Callable[..., ImageSource]) -> Callable[..., ImageSource]:
-        if name in LAYOUTS:
-            raise ValueError(f"layout {name!r} is already registered")
-        LAYOUTS[name] = fn
+        LAYOUTS.add(name, fn)
         return fn
 
     return deco
@@ -1117,7 +1137,7 @@ def register_layout(
 
 def list_layouts() -> list[str]:
     """Names of the registered dataset layouts."""
-    return sorted(LAYOUTS)
+    return LAYOUTS.names()
 
 
 def sample_positions(n: int, sample: int | None) -> NDArray[np.int64]:
@@ -1136,10 +1156,7 @@ def layout_parameters(name: str) -> list[str]:
     """The parameters layout ``name`` accepts besides ``root`` (``sample`` is accepted by all)."""
     import inspect
 
-    fn = LAYOUTS.get(name)
-    if fn is None:
-        hint = did_you_mean(name, list(LAYOUTS))
-        raise UnknownNameError(f"unknown layout {name!r}{hint}; known: {', '.join(list_layouts())}")
+    fn = LAYOUTS[name]
     accepted = [p for p in inspect.signature(fn).parameters if p != "root"]
     return accepted if "sample" in accepted else [*accepted, "sample"]
 
