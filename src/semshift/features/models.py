@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from semshift.errors import InputError, UnknownNameError
+from semshift.registry import Registry
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -813,8 +814,11 @@ class ModelSpec:
     description: str
 
 
-#: Model name -> :class:`ModelSpec`; ``timm/<name>`` and ``open_clip/<name>`` resolve dynamically.
-MODELS: dict[str, ModelSpec] = {}
+#: Model name -> :class:`ModelSpec` (a :class:`semshift.registry.Registry`); ``timm/<name>`` and
+#: ``open_clip/<name>`` resolve dynamically, and a ``semshift.models`` entry point is imported
+#: only when its name is first built (:data:`ENTRY_POINT_GROUP`), so listing models imports no
+#: plugin.
+MODELS: Registry[ModelSpec] = Registry("model")
 #: torchvision classification models without a linear head (every other one is registered)
 _TV_REFUSED = ("squeezenet",)
 NAMESPACES = {
@@ -839,10 +843,10 @@ def register_model(
     True
     """
 
+    MODELS.check_new(name)  # DuplicateNameError (an InputError) for a name taken
+
     def deco(fn: Callable[..., ModelAdapter]) -> Callable[..., ModelAdapter]:
-        if name in MODELS:
-            raise InputError(f"model {name!r} is already registered")
-        MODELS[name] = ModelSpec(name, fn, description or (fn.__doc__ or "").strip())
+        MODELS.add(name, ModelSpec(name, fn, description or (fn.__doc__ or "").strip()))
         return fn
 
     return deco
@@ -863,7 +867,7 @@ def _register_torchvision() -> None:
             net = torchvision.models.get_model(_n, weights=None, num_classes=num_classes, **kwargs)
             return TorchvisionAdapter(_n, net)
 
-        MODELS[tv_name] = ModelSpec(tv_name, build, f"torchvision {tv_name}")
+        MODELS.add(tv_name, ModelSpec(tv_name, build, f"torchvision {tv_name}"))
 
 
 _register_torchvision()
@@ -891,7 +895,7 @@ def _load_entry_point(name: str) -> bool:
 def list_models() -> list[str]:
     """Registered model names (entry points included), then the ``timm/`` and ``open_clip/``
     namespaces."""
-    names = set(MODELS) | set(_entry_points())
+    names = set(MODELS.names()) | set(_entry_points())
     return sorted(names) + [f"{ns}<name>" for ns in NAMESPACES]
 
 
@@ -1500,12 +1504,12 @@ def load_model(
         elif name in MODELS or _load_entry_point(name):
             adapter = MODELS[name].build(num_classes=num_classes, **kwargs)
         else:
-            pool = list(MODELS)
+            pool = MODELS.names()
             close = difflib.get_close_matches(name, pool, n=5)
             raise UnknownNameError(
                 f"unknown model {name!r}"
                 + (f"; did you mean {', '.join(close)}?" if close else "")
-                + f"; known: {', '.join(sorted(pool)[:12])}, ... ({len(pool)} names), "
+                + f"; known: {', '.join(pool[:12])}, ... ({len(pool)} names), "
                 + "or timm/<name>, open_clip/<name>"
             )
     if random_init:
