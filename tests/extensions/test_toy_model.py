@@ -4,6 +4,7 @@ through ``semshift extract``."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_one_module_registers_it(fresh_plugin_import) -> None:
-    from tests.extensions import toy_model as toy
+    toy = importlib.import_module("tests.extensions.toy_model")
 
     assert toy.NAME in list_models()
     with pytest.raises(DuplicateNameError):

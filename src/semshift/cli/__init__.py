@@ -19,6 +19,7 @@ from semshift.cli import (  # noqa: F401  (each module registers its commands on
     benchmark,
     demo,
     extract,
+    registries,
     runs,
     splits,
     store,
