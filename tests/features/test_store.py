@@ -149,7 +149,7 @@ def test_blocks_prefetch_the_next_dense_shard(stored, monkeypatch):
             )  # a missing file: skipped
             return done
 
-    monkeypatch.setattr(store_mod, "_PREFETCH", Recorder())
+    monkeypatch.setattr(store_mod.reader, "_PREFETCH", Recorder())  # read by the reader
     got = np.concatenate([b["features"] for b in st.all().blocks("features", rows=4)])
     np.testing.assert_array_equal(got, feats)
     # 5 shards of 5 rows (the last has 3): each asked for once, in order, a block ahead
@@ -355,13 +355,13 @@ def test_written_store_equals_reopened_store(tmp_path: pathlib.Path) -> None:
 def _fsync_log(monkeypatch):
     """Record every fsync by the name of the file (or folder) it flushed."""
     log: list[str] = []
-    real = store_mod.os.fsync
+    real = os.fsync
 
     def fsync(fd):
         log.append(pathlib.Path(f"/proc/self/fd/{fd}").resolve().name)
         return real(fd)
 
-    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
     return log
 
 
@@ -391,7 +391,7 @@ def test_shard_files_are_flushed_before_their_record(tmp_path, monkeypatch):
 
 def test_background_flush_error_surfaces_and_keeps_earlier_shards(tmp_path, monkeypatch):
     path = tmp_path / "s"
-    real = store_mod.os.fsync
+    real = os.fsync
 
     def fsync(fd):
         if pathlib.Path(f"/proc/self/fd/{fd}").resolve().name == "00001.logits.npy":
@@ -399,7 +399,7 @@ def test_background_flush_error_surfaces_and_keeps_earlier_shards(tmp_path, monk
         return real(fd)
 
     w = StoreWriter(path, arrays={"logits": (4,)})
-    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
     w.write_shard(0, {"logits": np.zeros((3, 4))}, _shard_index([0, 1, 2]))
     w.write_shard(1, {"logits": np.ones((3, 4))}, _shard_index([3, 4, 5]))
     with pytest.raises(OSError, match="No space"):
@@ -411,7 +411,7 @@ def test_background_flush_error_surfaces_and_keeps_earlier_shards(tmp_path, monk
     with pytest.raises(OSError, match="No space"):
         w.finalize(n_shards=2)
     assert not (path / "meta.json").exists()
-    monkeypatch.setattr(store_mod.os, "fsync", real)
+    monkeypatch.setattr(os, "fsync", real)
     again = StoreWriter(path, arrays={"logits": (4,)})
     assert again.done == {0}
     again.write_shard(1, {"logits": np.ones((3, 4))}, _shard_index([3, 4, 5]))
@@ -473,7 +473,7 @@ def test_read_ahead_reads_uncached_chunks_once(tmp_path, monkeypatch):
             reads.append(off)
         return real(fd, bufs, off, *flags)
 
-    monkeypatch.setattr(store_mod.os, "preadv", preadv)
+    monkeypatch.setattr(os, "preadv", preadv)
     store_mod._read_ahead([f, tmp_path / "missing.npy"])  # a missing file is skipped
     for off in (0, 9 << 20, (20 << 20) - 4096):  # now in the page cache
         assert real(fd, [bytearray(4096)], off, os.RWF_NOWAIT) == 4096
