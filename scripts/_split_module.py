@@ -69,7 +69,6 @@ def main() -> None:
     tree = ast.parse(text)
     body = tree.body
     doc = ast.get_docstring(tree)
-    header_end = 0
     imports: list[str] = []
     all_node = None
     units = []
@@ -121,7 +120,6 @@ def main() -> None:
         idx = [u for u in range(len(units)) if part_of_unit[u] == p]
         nodes = [units[u] for u in idx]
         runtime, annot = used(nodes)
-        own = set(defs_of[p])
         now: dict[str, list[str]] = {}
         later: dict[str, list[str]] = {}
         for nm in sorted(runtime | annot):
@@ -136,8 +134,8 @@ def main() -> None:
                 later.setdefault(q, []).append(nm)
             else:
                 later.setdefault(q, []).append(nm)
-        del own
-        out = ['"""' + f"{src.stem}: the {p.strip('_')} part (see the package docstring)." + '"""\n\n']
+        title = f"{src.stem}: the {p.strip('_')} part (see the package docstring)."
+        out = ['"""' + title + '"""\n\n']
         out.append("from __future__ import annotations\n\n")
         out += imports
         if later:

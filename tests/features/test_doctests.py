@@ -22,5 +22,16 @@ import semshift.features.store
     ],
 )
 def test_doctests(module):
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    """A package's examples are in its modules too (store, models)."""
+    import importlib
+    import pkgutil
+
+    modules = [module]
+    if hasattr(module, "__path__"):
+        for info in pkgutil.iter_modules(module.__path__):
+            modules.append(importlib.import_module(f"{module.__name__}.{info.name}"))
+    attempted = failed = 0
+    for mod in modules:
+        result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+        attempted, failed = attempted + result.attempted, failed + result.failed
+    assert attempted > 0 and failed == 0
