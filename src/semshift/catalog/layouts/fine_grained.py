@@ -233,7 +233,7 @@ def _cars_devkit(top: Path, split: str) -> ImageSource:
 
 
 def stanford_cars(root: str | Path, split: str = "test", *, order: str = "devkit") -> ImageSource:
-    """Stanford Cars: label = the class's index in the devkit's ``cars_meta.mat`` order.
+    r"""Stanford Cars: label = the class's index in the devkit's ``cars_meta.mat`` order.
 
     That is the order SSB's ``scars_ssb_splits.json`` indices follow (SSB's loaders map class
     names through it, and its DATA.md warns that ImageFolder's sorted folder order differs).
