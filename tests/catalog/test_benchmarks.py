@@ -52,8 +52,15 @@ def touch_all(root: Path, rels: list[str]) -> None:
 
 
 def test_doctests():
-    result = doctest.testmod(benchmarks_module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 0
+    import importlib
+    import pkgutil
+
+    modules = [benchmarks_module] + [
+        importlib.import_module(f"{benchmarks_module.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(benchmarks_module.__path__)
+    ]
+    results = [doctest.testmod(m, optionflags=doctest.NORMALIZE_WHITESPACE) for m in modules]
+    assert sum(r.failed for r in results) == 0 and sum(r.attempted for r in results) > 0
 
 
 def test_registry_names_roots_and_hashes():
