@@ -13,10 +13,10 @@ from semshift.metrics import (
     auroc,
     detection_error,
     fpr_at_tpr,
-    ranking,
+    rankcore,
     ranking_metrics,
 )
-from semshift.metrics.ranking import _RankCore
+from semshift.metrics.rankcore import RankCore as _RankCore
 
 TIES = ["none", "some", "heavy"]
 
@@ -239,12 +239,12 @@ def test_float32_and_integer_scores(sample):
 @pytest.mark.parametrize("block", [2, 7, 64])
 def test_block_merge_equals_one_stable_merge(monkeypatch, sample, ties, block):
     # small blocks so that tie groups straddle block boundaries
-    monkeypatch.setattr(ranking, "_MERGE_BLOCK", block)
+    monkeypatch.setattr(rankcore, "_MERGE_BLOCK", block)
     for seed in range(5):
         s, y = sample(seed, 150, 90 + 40 * seed, ties)
         sa, sb = np.sort(s[~y]), np.sort(s[y])
         order = np.argsort(np.concatenate((sa, sb)), kind="stable")
-        pos_ood, pos_id, cross = ranking._block_merge(sa, sb)
+        pos_ood, pos_id, cross = rankcore._block_merge(sa, sb)
         assert cross == bool(np.isin(sb, sa).any())
         np.testing.assert_array_equal(pos_ood, np.flatnonzero(order >= sa.size))
         np.testing.assert_array_equal(pos_id, np.flatnonzero(order < sa.size))

@@ -28,7 +28,7 @@ from semshift.metrics._validation import (
     check_same_length,
 )
 from semshift.metrics.osr import check_correct
-from semshift.metrics.ranking import _RankCore
+from semshift.metrics.rankcore import RankCore
 from semshift.metrics.registry import register_metric
 
 __all__ = [
@@ -355,10 +355,10 @@ def auroc_decomposition(
     sorted_w = np.sort(s[wrong])
     n_c, n_w = sorted_c.size, sorted_w.size
     nan = float("nan")
-    total = _RankCore(np.sort(s[~m]), sorted_ood).auroc()
-    a_c = _RankCore(sorted_c, sorted_ood).auroc() if n_c else nan
-    a_w = _RankCore(sorted_w, sorted_ood).auroc() if n_w else nan
-    a_cw = _RankCore(sorted_c, sorted_w).auroc() if n_c and n_w else nan
+    total = RankCore(np.sort(s[~m]), sorted_ood).auroc()
+    a_c = RankCore(sorted_c, sorted_ood).auroc() if n_c else nan
+    a_w = RankCore(sorted_w, sorted_ood).auroc() if n_w else nan
+    a_cw = RankCore(sorted_c, sorted_w).auroc() if n_c and n_w else nan
     return AUROCDecomposition(
         auroc=total,
         acc=n_c / (n_c + n_w),

@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 from semshift.errors import InputError
 from semshift.metrics import ranking
 from semshift.metrics._validation import as_scores, check_same_length
-from semshift.metrics.ranking import _RankCore, _runs
+from semshift.metrics.rankcore import RankCore, tie_runs
 from semshift.metrics.registry import MetricSpec, get_metric
 
 __all__ = ["DEFAULT_METRICS", "evaluate_many"]
@@ -22,11 +22,11 @@ DEFAULT_METRICS = ("auroc", "fpr95", "aupr_in", "aupr_out")
 MetricArg = str | Callable[..., float]
 
 
-def _fast(spec: MetricSpec) -> Callable[[_RankCore], float] | None:
+def _fast(spec: MetricSpec) -> Callable[[RankCore], float] | None:
     """A reader of the shared rank core for the ranking metrics, None for anything else."""
     f, kw = spec.function, dict(spec.kwargs)
     if f is ranking.auroc:
-        return _RankCore.auroc
+        return RankCore.auroc
     if f is ranking.fpr_at_tpr:
         tpr, conv = float(kw.get("tpr", 0.95)), str(kw.get("convention", "id_recall"))
         return lambda core: core.fpr(tpr, conv)
@@ -40,17 +40,17 @@ def _fast(spec: MetricSpec) -> Callable[[_RankCore], float] | None:
         method = str(kw.get("method", "ap"))
         return lambda core: core.aupr("ood", method)
     if f is ranking.detection_error:
-        return _RankCore.detection_error
+        return RankCore.detection_error
     return None
 
 
 def _resolve(
     metrics: Sequence[MetricArg] | MetricArg,
-) -> list[tuple[str, Callable[[_RankCore], float] | None, Callable[..., float]]]:
+) -> list[tuple[str, Callable[[RankCore], float] | None, Callable[..., float]]]:
     """``(name, fast reader or None, callable(scores, is_ood))`` per requested metric."""
     if isinstance(metrics, str) or callable(metrics):
         metrics = [metrics]
-    out: list[tuple[str, Callable[[_RankCore], float] | None, Callable[..., float]]] = []
+    out: list[tuple[str, Callable[[RankCore], float] | None, Callable[..., float]]] = []
     for m in metrics:
         if isinstance(m, str | MetricSpec):
             spec = get_metric(m) if isinstance(m, str) else m
@@ -103,7 +103,7 @@ def evaluate_many(
 
     The ID scores are validated and sorted once; each subset is sorted and ranked against them
     (``np.searchsorted`` or a linear merge), and every ranking metric is read off the shared
-    :class:`~semshift.metrics.ranking._RankCore`. Values equal the single-metric functions on
+    :class:`~semshift.metrics.rankcore.RankCore`. Values equal the single-metric functions on
     ``(concatenate(id, subset), is_ood)`` exactly.
 
     Parameters
@@ -149,11 +149,11 @@ def evaluate_many(
     resolved = _resolve(metrics)
     ids = as_scores(id_scores, "id_scores")
     id_sorted = np.sort(ids)
-    id_runs = _runs(id_sorted)
+    id_runs = tie_runs(id_sorted)
     subsets = _subsets(ood_sets, groups)
     rows: list[tuple[Any, str, float, int, int]] = []
     for key, sub in subsets:
-        core = _RankCore(id_sorted, np.sort(sub), id_runs=id_runs)
+        core = RankCore(id_sorted, np.sort(sub), id_runs=id_runs)
         is_ood = None
         for name, fast, func in resolved:
             if fast is not None:

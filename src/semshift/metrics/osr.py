@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from semshift.errors import InputError
 from semshift.metrics._validation import as_bool, as_scores, check_both_classes
-from semshift.metrics.ranking import _RankCore
+from semshift.metrics.rankcore import RankCore
 from semshift.metrics.registry import register_metric
 
 __all__ = ["oscr"]
@@ -113,7 +113,7 @@ def oscr(
     n_correct = int(np.count_nonzero(c))
     if n_correct == 0:
         return 0.0
-    core = _RankCore(np.sort(s[c]), np.sort(s[m]))
+    core = RankCore(np.sort(s[c]), np.sort(s[m]))
     return core.auroc() * n_correct / n_known
 
 

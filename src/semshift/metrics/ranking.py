@@ -2,7 +2,8 @@
 
 Every function takes ``scores`` (higher = more in-distribution) and a boolean ``is_ood``
 (True = OOD / unknown / negative) and is exact: ties are handled as stated per metric, nothing
-is binned. All of them are computed from the same object, :class:`_RankCore`: the ID scores and
+is binned. All of them are computed from the same object,
+:class:`~semshift.metrics.rankcore.RankCore`: the ID scores and
 the OOD scores each sorted once, plus the position of every OOD score in the stable merge of the
 two (ID before OOD within a tie). :func:`ranking_metrics` returns all of them from that one sort,
 which is what :func:`semshift.metrics.evaluate_many` and the benchmarks use.
@@ -13,15 +14,14 @@ Cumulative-count notation used in the comments: the distinct score values ``v_1 
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from semshift.errors import InputError
-from semshift.metrics._validation import as_bool, as_scores, check_both_classes
+from semshift.metrics.rankcore import RankCore, n_required
 from semshift.metrics.registry import register_metric
 
 __all__ = [
@@ -42,385 +42,6 @@ Conventions = Literal["exact", "openood"]
 _CONVENTIONS = ("id_recall", "ood_recall")
 _AUPR_METHODS = ("ap", "trapezoid")
 _CONVENTION_SETS = ("exact", "openood")
-
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
-
-
-def n_required(frac: float, n: int) -> int:
-    """Smallest k in 1..n with k / n >= frac, robust to ``frac * n`` rounding up (0.07 * 100).
-
-    The number of ID scores a threshold at recall ``frac`` keeps (the ``id_recall`` convention
-    of :func:`fpr_at_tpr`, and :func:`semshift.metrics.threshold_at_recall`).
-
-    Examples
-    --------
-    >>> n_required(0.95, 20), n_required(0.07, 100), n_required(1.0, 3)
-    (19, 7, 3)
-    """
-    k = math.ceil(frac * n)
-    if k > 1 and (k - 1) / n >= frac:
-        k -= 1
-    return min(max(k, 1), n)
-
-
-Runs = tuple[IntArray, IntArray] | None
-
-
-def _runs(x: NDArray[np.floating]) -> Runs:
-    """First and last index of every run of equal values in sorted ``x``; None if all distinct."""
-    neq = x[1:] != x[:-1]
-    if neq.all():
-        return None
-    boundary = np.flatnonzero(neq)
-    first = np.concatenate(([0], boundary + 1))
-    last = np.concatenate((boundary, [x.size - 1]))
-    return first, last
-
-
-_MERGE_BLOCK = 1 << 17  # merged elements per block: cache-sized, small reusable buffers
-
-
-def _block_merge(
-    id_sorted: NDArray[np.floating], ood_sorted: NDArray[np.floating]
-) -> tuple[IntArray, IntArray, bool]:
-    """Positions of the OOD and of the ID scores in their stable merge (ID first on ties).
-
-    The merge runs block by block: the OOD scores are cut into consecutive blocks, each block
-    takes the ID scores up to (and equal to) its last OOD score, and each pair of short sorted
-    runs is merged by NumPy's stable argsort (timsort: a linear merge of two runs). Blocks keep
-    the merge buffers small and cache-resident, which is faster than one merge of n elements.
-
-    Returns ``(pos_ood, pos_id, cross)``; ``cross`` tells whether an ID score equals an OOD
-    score. Within a tie group the last ID score directly precedes the first OOD score, and all
-    ID scores equal to a block's last OOD score are in that block, so checking adjacent merged
-    pairs inside each block finds every such tie.
-    """
-    n1, n0 = id_sorted.size, ood_sorted.size
-    pos_ood = np.empty(n0, dtype=np.int64)
-    pos_id = np.empty(n1, dtype=np.int64)
-    step = max(1, round(_MERGE_BLOCK * n0 / (n1 + n0)))
-    b_start = np.arange(0, n0, step)
-    b_end = np.minimum(b_start + step, n0)
-    a_end = np.searchsorted(id_sorted, ood_sorted[b_end - 1], side="right")
-    a_end[-1] = n1
-    a_start = np.concatenate(([0], a_end[:-1]))
-    cross = False
-    for a0, a1, b0, b1 in zip(a_start, a_end, b_start, b_end, strict=True):
-        seg = np.concatenate((id_sorted[a0:a1], ood_sorted[b0:b1]))
-        order = np.argsort(seg, kind="stable")
-        is_ood = order >= a1 - a0
-        np.add(np.flatnonzero(is_ood), a0 + b0, out=pos_ood[b0:b1])
-        np.add(np.flatnonzero(~is_ood), a0 + b0, out=pos_id[a0:a1])
-        if not cross:
-            vals = seg[order]
-            tie = vals[1:] == vals[:-1]
-            tie &= is_ood[1:]
-            tie &= ~is_ood[:-1]
-            cross = bool(tie.any())
-    return pos_ood, pos_id, cross
-
-
-class _RankCore:
-    """Sorted ID / OOD scores and their stable merge: the state every ranking metric reads.
-
-    The merged order puts, within a tie, every ID score before every OOD score. Then a group of
-    equal values starts at its first ID score (if any) and ends at its last OOD score (if any),
-    so every metric can be written with the within-class runs of equal values only, in O(n)
-    after the sort and without a table over the merged array.
-
-    Parameters
-    ----------
-    id_sorted : ndarray of float, shape (n1,)
-        ID scores, ascending.
-    ood_sorted : ndarray of float, shape (n0,)
-        OOD scores, ascending.
-    id_runs : tuple of ndarray or None, optional
-        Runs of equal ID scores as returned by ``_runs`` (pass it when the ID side is reused);
-        computed when not given.
-    merge : {"auto", "search", "sort"}
-        How OOD positions in the merge are found: ``"search"`` = ``np.searchsorted`` of the OOD
-        scores into the ID scores (cheap when n0 << n1), ``"sort"`` = blockwise stable argsort
-        of the two sorted runs (linear-time merges in NumPy's timsort, see ``_block_merge``).
-    """
-
-    def __init__(
-        self,
-        id_sorted: NDArray[np.floating],
-        ood_sorted: NDArray[np.floating],
-        *,
-        id_runs: Runs | Literal["compute"] = "compute",
-        merge: Literal["auto", "search", "sort"] = "auto",
-    ) -> None:
-        self.id_sorted = id_sorted
-        self.ood_sorted = ood_sorted
-        n1, n0 = int(id_sorted.size), int(ood_sorted.size)
-        self.n_id, self.n_ood, self.n = n1, n0, n1 + n0
-        if merge == "auto":
-            merge = "search" if n0 * math.log2(n1 + 1) <= 4 * (n1 + n0) else "sort"
-        self._merge = merge
-        # Scratch buffers (large inputs: fresh memory costs as much as the arithmetic).
-        self._int_scratch: IntArray | None = None
-        self._float_scratch: FloatArray | None = None
-        self._counts: FloatArray | None = None
-        self._pos_ood: IntArray | None = None
-        self._cross: bool | None = None  # any ID score equal to an OOD score (None: unknown)
-        self._pos_id: IntArray | None = None
-        self._id_runs: Runs | Literal["compute"] = id_runs
-        self._ood_runs: Runs | Literal["compute"] = "compute"
-        self._r: IntArray | None = None
-
-    @classmethod
-    def from_scores(cls, scores: ArrayLike, is_ood: ArrayLike, what: str) -> _RankCore:
-        """Validate ``(scores, is_ood)`` and build the core (one in-place sort per class)."""
-        s = as_scores(scores)
-        m = as_bool(is_ood, "is_ood", s.size)
-        n_id, _ = check_both_classes(m, what)
-        both = np.empty(s.size, dtype=s.dtype)
-        np.compress(~m, s, out=both[:n_id])
-        np.compress(m, s, out=both[n_id:])
-        both[:n_id].sort()
-        both[n_id:].sort()
-        return cls(both[:n_id], both[n_id:])
-
-    # -- lazily derived state -------------------------------------------------------------
-
-    @property
-    def pos_ood(self) -> IntArray:
-        """Position of the j-th smallest OOD score in the merged ascending order, shape (n0,).
-
-        Computed on first use (the FPR needs only the two sorted arrays).
-        """
-        if self._pos_ood is None:
-            sa, sb = self.id_sorted, self.ood_sorted
-            if self._merge == "search":
-                pos = np.searchsorted(sa, sb, side="right")
-                pos += np.arange(self.n_ood)
-            else:
-                pos, self._pos_id, self._cross = _block_merge(sa, sb)
-            self._pos_ood = pos
-        return self._pos_ood
-
-    @property
-    def pos_id(self) -> IntArray:
-        """Position of the i-th smallest ID score in the merged order, shape (n1,)."""
-        pos_ood = self.pos_ood  # the block merge sets pos_id as well
-        if self._pos_id is None:
-            is_id = np.ones(self.n, dtype=bool)
-            is_id[pos_ood] = False
-            self._pos_id = np.flatnonzero(is_id)
-        return self._pos_id
-
-    @property
-    def id_runs(self) -> Runs:
-        """``(first, last)`` indices of the runs of equal ID scores, or None if all distinct."""
-        if isinstance(self._id_runs, str):
-            self._id_runs = _runs(self.id_sorted)
-        return self._id_runs
-
-    @property
-    def ood_runs(self) -> Runs:
-        """``(first, last)`` indices of the runs of equal OOD scores, or None if all distinct."""
-        if isinstance(self._ood_runs, str):
-            self._ood_runs = _runs(self.ood_sorted)
-        return self._ood_runs
-
-    def n_id_le(self, j: IntArray | None = None) -> IntArray:
-        """R_j = #ID scores <= the j-th smallest OOD score (all j, or the given indices)."""
-        if j is None:
-            if self._r is None:
-                self._r = self.pos_ood - np.arange(self.n_ood)
-            return self._r
-        return self.pos_ood[j] - j
-
-    def _int_buf(self, k: int) -> IntArray:
-        if self._int_scratch is None or self._int_scratch.size < k:
-            self._int_scratch = np.empty(max(self.n_id, self.n_ood), dtype=np.int64)
-        return self._int_scratch[:k]
-
-    def _float_buf(self, k: int) -> FloatArray:
-        if self._float_scratch is None:
-            self._float_scratch = np.empty(max(self.n_id, self.n_ood), dtype=np.float64)
-        return self._float_scratch[:k]
-
-    def counts(self, k: int) -> FloatArray:
-        """1.0, 2.0, ..., k as float64 (k <= max(n1, n0)), cached."""
-        if self._counts is None:
-            self._counts = np.arange(1, max(self.n_id, self.n_ood) + 1, dtype=np.float64)
-        return self._counts[:k]
-
-    def tied_pairs(self) -> int:
-        """Number of (ID, OOD) pairs with equal scores."""
-        runs = self.ood_runs
-        n0 = self.n_ood
-        self.pos_ood  # noqa: B018 - the block merge also tells whether cross ties exist
-        if self._cross is False:
-            return 0
-        # The largest ID score <= the OOD value is sa[R - 1]; when R == 0 the index -1 wraps to
-        # the maximum, which is then > the OOD value, so the comparison stays False.
-        if runs is None:
-            below = self._int_buf(n0)
-            # R_j - 1 = pos_ood[j] - (j + 1), written into scratch without an index array
-            np.subtract(self.pos_ood, self.counts(n0), out=below, casting="unsafe")
-            out = self._float_buf(n0) if self.id_sorted.dtype == np.float64 else None
-            near = np.take(self.id_sorted, below, out=out, mode="wrap")
-            tied = np.flatnonzero(near == self.ood_sorted)
-            if tied.size == 0:
-                return 0
-            r_tied = below[tied] + 1
-        else:
-            last = runs[1]
-            r = self.n_id_le(last)
-            tied = np.flatnonzero(np.take(self.id_sorted, r - 1) == self.ood_sorted[last])
-            if tied.size == 0:
-                return 0
-            r_tied = r[tied]
-        id_runs = self.id_runs
-        if id_runs is None:
-            n_id_equal = np.ones(tied.size, dtype=np.int64)
-        else:
-            first = id_runs[0]
-            n_id_equal = r_tied - first[np.searchsorted(first, r_tied - 1, side="right") - 1]
-        if runs is not None:
-            n_id_equal *= runs[1][tied] - runs[0][tied] + 1  # times the OOD run length
-        return int(n_id_equal.sum())
-
-    # -- metrics ----------------------------------------------------------------------------
-
-    def auroc(self) -> float:
-        """Mann-Whitney AUROC, ID positive: P(s_id > s_ood) + 0.5 P(s_id = s_ood)."""
-        n1, n0 = self.n_id, self.n_ood
-        # sum_j R_j with R_j = pos_ood[j] - j; U = n1 n0 - sum R + 0.5 * #(tied ID-OOD pairs).
-        sum_r = int(self.pos_ood.sum()) - n0 * (n0 - 1) // 2
-        return (n1 * n0 - sum_r + 0.5 * self.tied_pairs()) / (n1 * n0)
-
-    def fpr(self, tpr: float, convention: str) -> float:
-        """FPR at the threshold reaching ``tpr`` recall of the class given by ``convention``."""
-        sa, sb, n1, n0 = self.id_sorted, self.ood_sorted, self.n_id, self.n_ood
-        if convention == "id_recall":
-            k = n_required(tpr, n1)
-            t = sa[n1 - k]  # largest t with #ID >= t at least k
-            return float(n0 - np.searchsorted(sb, t, side="left")) / n0
-        k = n_required(tpr, n0)
-        t = sb[k - 1]  # smallest t with #OOD <= t at least k
-        return float(np.searchsorted(sa, t, side="right")) / n1
-
-    def openood_roc_points(self) -> tuple[IntArray, IntArray]:
-        """The points OpenOOD v1.5's ROC curve keeps, as cumulative counts (A, B).
-
-        OpenOOD calls ``sklearn.metrics.roc_curve(is_ood, -scores)`` with its default
-        ``drop_intermediate=True``. sklearn (``confusion_matrix_at_thresholds``, formerly
-        ``_binary_clf_curve``) puts one point at every distinct score: with ``v_1 < ... < v_K``
-        the distinct values, point k is ``(fps, tps) = (A_k, B_k)`` (#ID <= v_k,
-        #OOD <= v_k). It then keeps the first and the last point and every interior point
-        where the second difference of ``fps`` or of ``tps`` is nonzero, i.e. it drops point k
-        when the groups of v_k and v_(k+1) hold the same numbers of ID and OOD scores (k lies
-        inside a straight run of equal steps); only then does it prepend (0, 0). Returns the
-        kept ``(A, B)``, shape (K',) each, without the prepended origin.
-        """
-        n = self.n
-        vals = np.empty(n, dtype=np.result_type(self.id_sorted, self.ood_sorted))
-        vals[self.pos_id] = self.id_sorted
-        vals[self.pos_ood] = self.ood_sorted
-        ends = np.flatnonzero(vals[1:] != vals[:-1])  # last merged index of each group but one
-        ends = np.append(ends, n - 1)
-        b = np.searchsorted(self.pos_ood, ends, side="right")  # B_k: OOD positions <= end
-        a = ends + 1 - b
-        if ends.size > 2:
-            keep = np.ones(ends.size, dtype=bool)
-            np.logical_or(np.diff(a, 2) != 0, np.diff(b, 2) != 0, out=keep[1:-1])
-            a, b = a[keep], b[keep]
-        return a, b
-
-    def fpr_openood(self, tpr: float) -> float:
-        """FPR as OpenOOD v1.5: ``fpr_list[np.argmax(tpr_list >= tpr)]`` on its ROC curve.
-
-        ``tpr_list = B / n_ood`` and ``fpr_list = A / n_id`` over :meth:`openood_roc_points`
-        (float division, as sklearn). The prepended (0, 0) never qualifies because
-        ``tpr > 0``, and the last point (TPR 1) always does because ``tpr <= 1``.
-        """
-        a, b = self.openood_roc_points()
-        k = int(np.argmax(b / self.n_ood >= tpr))
-        return float(a[k]) / self.n_id
-
-    def ap_in(self) -> float:
-        """Average precision with ID positive, ranked by descending score."""
-        n1, n = self.n_id, self.n
-        runs = self.id_runs
-        if runs is None:
-            # i-th smallest ID (0-based): TP = n1 - i, TP + FP = n - pos_id[i].
-            d = np.subtract(n, self.pos_id, out=self._float_buf(n1))
-            np.divide(self.counts(n1)[::-1], d, out=d)
-            return float(d.sum()) / n1
-        # A run of equal ID scores v (first index f): TP = n1 - f and TP + FP = #scores >= v
-        # = n - pos_id[f], because the group of v starts at its first ID score.
-        first, last = runs
-        terms = (last - first + 1) * (n1 - first) / (n - self.pos_id[first])
-        return float(terms.sum()) / n1
-
-    def ap_out(self) -> float:
-        """Average precision with OOD positive, ranked by ascending score."""
-        n0 = self.n_ood
-        runs = self.ood_runs
-        if runs is None:
-            # j-th smallest OOD (0-based): TP = j + 1, TP + FP = pos_ood[j] + 1.
-            d = np.add(self.pos_ood, 1.0, out=self._float_buf(n0))
-            np.divide(self.counts(n0), d, out=d)
-            return float(d.sum()) / n0
-        # A run of equal OOD scores (last index l) ends its group: TP + FP = pos_ood[l] + 1.
-        first, last = runs
-        terms = (last - first + 1) * (last + 1) / (self.pos_ood[last] + 1)
-        return float(terms.sum()) / n0
-
-    def trapz_in(self) -> float:
-        """Area under the PR curve (ID positive), linear interpolation, from (0, 1)."""
-        n1, n0 = self.n_id, self.n_ood
-        runs = self.id_runs
-        first, last = runs if runs is not None else (np.arange(n1),) * 2
-        a_ge = n1 - first  # ID scores >= v
-        b_ge = n0 - (self.pos_id[first] - first)  # OOD scores >= v
-        a_gt = n1 - 1 - last  # ID scores > v
-        b_gt = n0 - np.searchsorted(self.ood_sorted, self.id_sorted[last], side="right")
-        prec = a_ge / (a_ge + b_ge)  # curve point at threshold v (score >= v)
-        above = a_gt + b_gt  # previous point: score > v; (recall 0, precision 1) when empty
-        prev = np.divide(a_gt, above, out=np.ones(above.size), where=above > 0)
-        return float(np.sum((last - first + 1) * (prec + prev))) / (2 * n1)
-
-    def trapz_out(self) -> float:
-        """Area under the PR curve (OOD positive, score -s), linear interpolation."""
-        n0 = self.n_ood
-        runs = self.ood_runs
-        first, last = runs if runs is not None else (np.arange(n0),) * 2
-        b_le = last + 1  # OOD scores <= v
-        a_le = self.n_id_le(last)  # ID scores <= v
-        b_lt = first  # OOD scores < v
-        a_lt = np.searchsorted(self.id_sorted, self.ood_sorted[first], side="left")
-        prec = b_le / (a_le + b_le)
-        below = a_lt + b_lt
-        prev = np.divide(b_lt, below, out=np.ones(below.size), where=below > 0)
-        return float(np.sum((last - first + 1) * (prec + prev))) / (2 * n0)
-
-    def detection_error(self) -> float:
-        """min over thresholds of 0.5 (1 - TPR) + 0.5 FPR (accept as ID when score >= t)."""
-        n1, n0 = self.n_id, self.n_ood
-        # 0.5 (1 + #ID below t / n1 - #OOD below t / n0) is smallest with t just above the last
-        # OOD score of a group: #ID below = R_l, #OOD below = l + 1.
-        runs = self.ood_runs
-        if runs is None:
-            # (R_j / n1 - (j + 1) / n0) n1 = pos_ood[j] + 1 - (j + 1) (1 + n1 / n0)
-            gap = np.multiply(self.counts(n0), -(1.0 + n1 / n0), out=self._float_buf(n0))
-            np.add(gap, self.pos_ood, out=gap)
-            return 0.5 * (1.0 + min(0.0, (float(gap.min()) + 1.0) / n1))
-        else:
-            last = runs[1]
-            gap = self.n_id_le(last) / n1 - (last + 1) / n0
-        return 0.5 * (1.0 + min(0.0, float(gap.min())))
-
-    def aupr(self, positive: Literal["id", "ood"], method: str) -> float:
-        """AUPR-In (``positive="id"``) or AUPR-Out by ``method`` ("ap" or "trapezoid")."""
-        if method == "ap":
-            return self.ap_in() if positive == "id" else self.ap_out()
-        return self.trapz_in() if positive == "id" else self.trapz_out()
 
 
 def _check_tpr(tpr: float, convention: str) -> None:
@@ -488,7 +109,7 @@ def auroc(scores: ArrayLike, is_ood: ArrayLike) -> float:
     >>> auroc([0.9, 0.8, 0.3, 0.8], [False, False, True, True])
     0.875
     """
-    return _RankCore.from_scores(scores, is_ood, "auroc").auroc()
+    return RankCore.from_scores(scores, is_ood, "auroc").auroc()
 
 
 @register_metric(
@@ -564,7 +185,7 @@ def fpr_at_tpr(
     0.4
     """
     _check_tpr(tpr, convention)
-    return _RankCore.from_scores(scores, is_ood, "fpr_at_tpr").fpr(float(tpr), convention)
+    return RankCore.from_scores(scores, is_ood, "fpr_at_tpr").fpr(float(tpr), convention)
 
 
 @register_metric(
@@ -583,7 +204,7 @@ def fpr_at_tpr_openood(scores: ArrayLike, is_ood: ArrayLike, tpr: float = 0.95) 
     sklearn.metrics.roc_curve(ood_indicator, -conf)`` (default ``drop_intermediate=True``),
     then ``fpr = fpr_list[np.argmax(tpr_list >= tpr_th)]``. ``tpr`` here is that ``tpr_th``.
     Reproduced from the shared sort without calling sklearn (see
-    ``_RankCore.openood_roc_points``).
+    ``RankCore.openood_roc_points``).
 
     Without ties this equals ``fpr_at_tpr(..., convention="ood_recall")``. With ties it can be
     higher: sklearn drops ROC points that lie inside a straight run of equal steps, so the
@@ -620,7 +241,7 @@ def fpr_at_tpr_openood(scores: ArrayLike, is_ood: ArrayLike, tpr: float = 0.95) 
     1.0
     """
     _check_tpr(tpr, "ood_recall")
-    return _RankCore.from_scores(scores, is_ood, "fpr_at_tpr_openood").fpr_openood(float(tpr))
+    return RankCore.from_scores(scores, is_ood, "fpr_at_tpr_openood").fpr_openood(float(tpr))
 
 
 @register_metric(
@@ -679,7 +300,7 @@ def aupr_in(scores: ArrayLike, is_ood: ArrayLike, method: AuprMethod = "ap") -> 
     0.833333
     """
     _check_method(method)
-    return _RankCore.from_scores(scores, is_ood, "aupr_in").aupr("id", method)
+    return RankCore.from_scores(scores, is_ood, "aupr_in").aupr("id", method)
 
 
 @register_metric(
@@ -732,7 +353,7 @@ def aupr_out(scores: ArrayLike, is_ood: ArrayLike, method: AuprMethod = "ap") ->
     0.5
     """
     _check_method(method)
-    return _RankCore.from_scores(scores, is_ood, "aupr_out").aupr("ood", method)
+    return RankCore.from_scores(scores, is_ood, "aupr_out").aupr("ood", method)
 
 
 @register_metric(
@@ -769,7 +390,7 @@ def detection_error(scores: ArrayLike, is_ood: ArrayLike) -> float:
     >>> detection_error([4, 3, 2, 1], [False, True, False, True])  # t = 4: 0.5 * 0.5 + 0
     0.25
     """
-    return _RankCore.from_scores(scores, is_ood, "detection_error").detection_error()
+    return RankCore.from_scores(scores, is_ood, "detection_error").detection_error()
 
 
 @dataclass(frozen=True)
@@ -893,7 +514,7 @@ def ranking_metrics(
     _check_tpr(tpr, convention)
     _check_method(aupr_method)
     _check_conventions(conventions)
-    core = _RankCore.from_scores(scores, is_ood, "ranking_metrics")
+    core = RankCore.from_scores(scores, is_ood, "ranking_metrics")
     if conventions == "openood":
         convention, aupr_method = "ood_recall", "trapezoid"
         fpr = core.fpr_openood(float(tpr))
