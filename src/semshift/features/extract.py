@@ -307,18 +307,7 @@ def _extract_many(
     else:
         dev = resolve_device(device)
     use_amp = dev.type == "cuda" if amp is None else bool(amp)
-    const_groups: dict[str, Any] = dict(groups or {})
-    if corruption is not None:
-        for attr in ("name", "severity"):
-            if hasattr(corruption, attr):
-                const_groups.setdefault(
-                    "corruption" if attr == "name" else attr, getattr(corruption, attr)
-                )
-    reserved = {"sample_id", "path", "label", "shard", "row"} & (
-        set(const_groups) | set(source.groups)
-    )
-    if reserved:
-        raise InputError(f"group names {sorted(reserved)} are reserved for the store's index")
+    const_groups = _const_groups(groups, corruption, source)
     detectors = [get_model_detector(d) for d in scores]
     check_model_detectors(detectors, models)
     det_names = [d.name for d in detectors]
@@ -388,50 +377,88 @@ def _extract_many(
             for writer in writers:
                 writer.reload()
     seconds = time.perf_counter() - t0
-    summaries = []
-    for t in targets:
-        w, b = t.head
-        store = t.writer.finalize(
-            {
-                "model": t.model.name,
-                "layer": t.model.layer,
-                "model_info": t.model.describe(),
-                "weights": t.writer.run["weights"],
-                "weights_sha256": t.writer.run["weights_sha256"],
-                "preprocessing": preprocessing(t.model),
-                "classes": _classes_meta(source),
-                "dataset": {
-                    "root": str(source.root),
-                    "kind": source.kind,
-                    "fingerprint": fingerprint,
-                    "n_samples": n,
-                },
-                "corruption": corr_desc,
-                "scores": {d.name: d.describe() for d in detectors},
-                "extraction": {"shard_size": shard_size, "batch_size": batch_size, "amp": use_amp},
-            },
-            head=(w, b),
-            n_shards=n_shards,
-            extra_skipped=[
-                {"sample_id": -1, "path": name, "reason": reason} for name, reason in source.skipped
-            ],
-        )
-        reasons = Counter(_reason_kind(r) for r in store.skipped["reason"].astype(str))
-        summaries.append(
-            ExtractSummary(
-                out=t.out,
-                n_images=n,
-                n_stored=len(store),
-                n_skipped=len(store.skipped),
-                n_shards=n_shards,
-                n_resumed=t.n_done,
-                seconds=seconds,
-                images_per_s=rows(t.todo) / seconds if seconds > 0 else 0.0,
-                device=str(dev) + (" (float16 autocast)" if use_amp else ""),
-                skip_reasons=dict(reasons),
-            )
-        )
+    extraction = {"shard_size": shard_size, "batch_size": batch_size, "amp": use_amp}
+    summaries = [
+        _finalize(t, source, preprocessing(t.model), corr_desc, detectors, n_shards, seconds,
+                  rows(t.todo), dev, extraction)
+        for t in targets
+    ]  # fmt: skip
     return summaries
+
+
+def _const_groups(
+    groups: Mapping[str, Any] | None, corruption: Any, source: ImageSource
+) -> dict[str, Any]:
+    """The index columns every row of the store gets (``groups``, the corruption's name and
+    severity); a name the index reserves is refused."""
+    const_groups: dict[str, Any] = dict(groups or {})
+    if corruption is not None:
+        for attr in ("name", "severity"):
+            if hasattr(corruption, attr):
+                const_groups.setdefault(
+                    "corruption" if attr == "name" else attr, getattr(corruption, attr)
+                )
+    reserved = {"sample_id", "path", "label", "shard", "row"} & (
+        set(const_groups) | set(source.groups)
+    )
+    if reserved:
+        raise InputError(f"group names {sorted(reserved)} are reserved for the store's index")
+    return const_groups
+
+
+def _finalize(
+    t: _Target,
+    source: ImageSource,
+    preprocessing: dict[str, Any],
+    corr_desc: Any,
+    detectors: Sequence[ModelLevelDetector],
+    n_shards: int,
+    seconds: float,
+    n_computed: int,
+    dev: torch.device,
+    extraction: dict[str, Any],
+) -> ExtractSummary:
+    """Write the finished store's ``meta.json`` and head, and summarise what was done."""
+    n = len(source)
+    w, b = t.head
+    store = t.writer.finalize(
+        {
+            "model": t.model.name,
+            "layer": t.model.layer,
+            "model_info": t.model.describe(),
+            "weights": t.writer.run["weights"],
+            "weights_sha256": t.writer.run["weights_sha256"],
+            "preprocessing": preprocessing,
+            "classes": _classes_meta(source),
+            "dataset": {
+                "root": str(source.root),
+                "kind": source.kind,
+                "fingerprint": source.fingerprint(),  # computed once, cached by the source
+                "n_samples": n,
+            },
+            "corruption": corr_desc,
+            "scores": {d.name: d.describe() for d in detectors},
+            "extraction": extraction,
+        },
+        head=(w, b),
+        n_shards=n_shards,
+        extra_skipped=[
+            {"sample_id": -1, "path": name, "reason": reason} for name, reason in source.skipped
+        ],
+    )
+    reasons = Counter(_reason_kind(r) for r in store.skipped["reason"].astype(str))
+    return ExtractSummary(
+        out=t.out,
+        n_images=n,
+        n_stored=len(store),
+        n_skipped=len(store.skipped),
+        n_shards=n_shards,
+        n_resumed=t.n_done,
+        seconds=seconds,
+        images_per_s=n_computed / seconds if seconds > 0 else 0.0,
+        device=str(dev) + (" (float16 autocast)" if extraction["amp"] else ""),
+        skip_reasons=dict(reasons),
+    )
 
 
 @dataclass
