@@ -511,24 +511,7 @@ def _train(
     history: list[dict[str, float]] = []
     start = 0
     if resuming:
-        ckpt = read_checkpoint(out / CHECKPOINT)
-        if not ckpt.verified and env.is_main:
-            print(
-                f"warning: checkpoint {out / CHECKPOINT} carries no checksums (written by an older "
-                "semshift): resumed without verifying it; the checkpoints written from now on "
-                "carry them",
-                file=sys.stderr,
-            )
-        adapter.module.load_state_dict(ckpt.model, strict=True)
-        method.load_state_dict(ckpt.method, strict=True)
-        opt.load_state_dict(ckpt.optimizer)
-        _load_method_optimizers(method, ckpt)
-        sched.load_state_dict(ckpt.meta["scheduler"])
-        scaler.load_state_dict(ckpt.meta["scaler"])
-        torch.set_rng_state(ckpt.rng["cpu"])
-        if "cuda" in ckpt.rng and dev.type == "cuda":
-            torch.cuda.set_rng_state(ckpt.rng["cuda"], dev)
-        start, history = int(ckpt.meta["epoch"]), list(ckpt.meta["history"])
+        start, history = _resume(out, adapter, method, opt, sched, scaler, dev, env)
     mean, std = adapter.mean, adapter.std
     ds = TrainImages(
         source, config.preset, mean, std, seed=config.seed,
@@ -619,6 +602,38 @@ def _train(
         out, out / MODEL_FILE, config, history, start, str(dev) + (" (amp)" if use_amp else ""),
         time.perf_counter() - t_start,
     )  # fmt: skip
+
+
+def _resume(
+    out: Path,
+    adapter: ModelAdapter,
+    method: TrainingMethod,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    scaler: Any,
+    dev: torch.device,
+    env: DistEnv,
+) -> tuple[int, list[dict[str, float]]]:
+    """Load the last checkpoint of ``out`` into the model, the method, the optimisers, the
+    schedule, the scaler and the random state; return ``(epochs done, history)``."""
+    ckpt = read_checkpoint(out / CHECKPOINT)
+    if not ckpt.verified and env.is_main:
+        print(
+            f"warning: checkpoint {out / CHECKPOINT} carries no checksums (written by an older "
+            "semshift): resumed without verifying it; the checkpoints written from now on "
+            "carry them",
+            file=sys.stderr,
+        )
+    adapter.module.load_state_dict(ckpt.model, strict=True)
+    method.load_state_dict(ckpt.method, strict=True)
+    opt.load_state_dict(ckpt.optimizer)
+    _load_method_optimizers(method, ckpt)
+    sched.load_state_dict(ckpt.meta["scheduler"])
+    scaler.load_state_dict(ckpt.meta["scaler"])
+    torch.set_rng_state(ckpt.rng["cpu"])
+    if "cuda" in ckpt.rng and dev.type == "cuda":
+        torch.cuda.set_rng_state(ckpt.rng["cuda"], dev)
+    return int(ckpt.meta["epoch"]), list(ckpt.meta["history"])
 
 
 def _save(
