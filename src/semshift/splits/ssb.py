@@ -262,24 +262,7 @@ def build_ssb_split(
         per candidate: wnid, name, bin, rank, score, nearest known class and its distance, depth)
         and ``summary`` (one row per bin).
     """
-    if preset not in PRESETS:
-        raise UnknownNameError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    cfg = dict(PRESETS[preset])
-    for key, value in (
-        ("graph", graph),
-        ("measure", measure),
-        ("aggregation", aggregation),
-        ("easy_first", easy_first),
-    ):
-        if value is not None:
-            cfg[key] = value
-    if cfg["graph"] not in ("induced-tree", "dag"):
-        raise InputError(f"unknown graph {cfg['graph']!r}; choose induced-tree or dag")
-    if cfg["measure"] not in ("path", "lch", "wup", "gap"):
-        raise InputError(f"unknown measure {cfg['measure']!r}; choose path, lch, wup or gap")
-    if cfg["easy_first"] not in ("low", "high"):
-        raise InputError(f"easy_first must be 'low' or 'high', got {cfg['easy_first']!r}")
-
+    cfg = _ssb_config(preset, graph, measure, aggregation, easy_first)
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
     known_ids, known_src = resolve_classes(tax, known, "known")
     if pool is None:
@@ -293,58 +276,13 @@ def build_ssb_split(
     if not cands:
         raise InputError(f"the pool ({pool_src}) has no classes outside the known set")
 
-    dropped_known: list[str] = []
-    if cfg["graph"] == "induced-tree":
-        tree = tax.induced_tree(list(dict.fromkeys([*pool_ids])), name=f"{tax.name}:chains")
-        in_tree = set(pool_ids)
-        dropped_known = [k for k in known_ids if k not in in_tree]
-        known_used = [k for k in known_ids if k in in_tree]
-        if not known_used:
-            raise InputError(
-                "no known class is in the pool list, so the induced tree has no known side; "
-                "use graph='dag'"
-            )
-        rk, rc = tree.indices(known_used), tree.indices(cands)
-        raw = g.pairwise_updist(tree._anc, rc, rk).T.astype(np.int64)
-        chain = tree._max_depth_arr + 1  # chain length, the node itself included
-        none = raw >= g.NO_PATH
-        dist = np.where(none, chain[rk][:, None] + chain[rc][None, :] + 1, raw)
-        space = tree
-    else:
-        known_used = known_ids
-        dist = tax.distance_matrix(known_used, cands)
-        space = tax
-
-    if cfg["measure"] == "path":
-        score = _aggregate(dist, cfg["aggregation"], similarity=False)
-    elif cfg["measure"] == "lch":
-        score = _aggregate(space._lch_from_path(dist), cfg["aggregation"], similarity=True)
-    elif cfg["measure"] == "wup":
-        score = _aggregate(
-            space.similarity_matrix(known_used, cands, "wup"), cfg["aggregation"], True
-        )
-    else:
-        score = _gap(space, known_used, cands).astype(np.float64)
+    dist, known_used, dropped_known, space = _known_distances(tax, cfg["graph"], known_ids,
+                                                              pool_ids, cands)  # fmt: skip
+    score = _score(cfg, dist, space, known_used, cands)
 
     order = _rank(score, cands, cfg["easy_first"])
     n = len(cands)
-    bin_of = np.full(n, "", dtype=object)
-    if cfg["measure"] == "gap":
-        gaps = dict(gap_bins or {"hard": 1, "medium": 2})
-        for name in ("easy", "medium", "hard"):
-            gaps.setdefault(name, -1)
-        bin_of[:] = "easy"
-        for name, gap in gaps.items():
-            if name != "easy":
-                bin_of[score == gap] = name
-        ranges_used: dict[str, Any] = {"gap_bins": gaps}
-    else:
-        positions = _bin_positions(n, bin_size, quantiles)
-        for name, (lo, hi) in zip(BIN_NAMES, positions, strict=True):
-            bin_of[order[lo:hi]] = name
-        ranges_used = {
-            "rank_ranges": {k: list(v) for k, v in zip(BIN_NAMES, positions, strict=True)}
-        }
+    bin_of, ranges_used = _assign_bins(score, order, cfg["measure"], gap_bins, bin_size, quantiles)
 
     not_kept: dict[str, int] = {}
     restrict_src = None
@@ -410,6 +348,114 @@ def build_ssb_split(
         extra=extra,
     )
     return SSBResult(manifest=manifest, audit=audit, summary=summarize(audit))
+
+
+def _ssb_config(
+    preset: str,
+    graph: Graph | None,
+    measure: MeasureName | None,
+    aggregation: Aggregation | None,
+    easy_first: Literal["low", "high"] | None,
+) -> dict[str, Any]:
+    """The preset's settings with the given ones over them, checked."""
+    if preset not in PRESETS:
+        raise UnknownNameError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    cfg = dict(PRESETS[preset])
+    for key, value in (
+        ("graph", graph),
+        ("measure", measure),
+        ("aggregation", aggregation),
+        ("easy_first", easy_first),
+    ):
+        if value is not None:
+            cfg[key] = value
+    if cfg["graph"] not in ("induced-tree", "dag"):
+        raise InputError(f"unknown graph {cfg['graph']!r}; choose induced-tree or dag")
+    if cfg["measure"] not in ("path", "lch", "wup", "gap"):
+        raise InputError(f"unknown measure {cfg['measure']!r}; choose path, lch, wup or gap")
+    if cfg["easy_first"] not in ("low", "high"):
+        raise InputError(f"easy_first must be 'low' or 'high', got {cfg['easy_first']!r}")
+
+    return cfg
+
+
+def _known_distances(
+    tax: Taxonomy, graph: str, known_ids: list[str], pool_ids: list[str], cands: list[str]
+) -> tuple[NDArray[np.int64], list[str], list[str], Taxonomy]:
+    """``(distances (known used, candidates), known classes used, known classes dropped, the
+    taxonomy the distances live in)`` over the pool's induced tree or the full graph."""
+    dropped_known: list[str] = []
+    if graph == "induced-tree":
+        tree = tax.induced_tree(list(dict.fromkeys([*pool_ids])), name=f"{tax.name}:chains")
+        in_tree = set(pool_ids)
+        dropped_known = [k for k in known_ids if k not in in_tree]
+        known_used = [k for k in known_ids if k in in_tree]
+        if not known_used:
+            raise InputError(
+                "no known class is in the pool list, so the induced tree has no known side; "
+                "use graph='dag'"
+            )
+        rk, rc = tree.indices(known_used), tree.indices(cands)
+        raw = g.pairwise_updist(tree._anc, rc, rk).T.astype(np.int64)
+        chain = tree._max_depth_arr + 1  # chain length, the node itself included
+        none = raw >= g.NO_PATH
+        dist = np.where(none, chain[rk][:, None] + chain[rc][None, :] + 1, raw)
+        space = tree
+    else:
+        known_used = known_ids
+        dist = tax.distance_matrix(known_used, cands)
+        space = tax
+
+    return dist, known_used, dropped_known, space
+
+
+def _score(
+    cfg: dict[str, Any],
+    dist: NDArray[np.int64],
+    space: Taxonomy,
+    known_used: list[str],
+    cands: list[str],
+) -> NDArray[np.float64]:
+    """The candidates' aggregated distance or similarity to the known classes (or their gap)."""
+    if cfg["measure"] == "path":
+        return _aggregate(dist, cfg["aggregation"], similarity=False)
+    elif cfg["measure"] == "lch":
+        return _aggregate(space._lch_from_path(dist), cfg["aggregation"], similarity=True)
+    elif cfg["measure"] == "wup":
+        return _aggregate(
+            space.similarity_matrix(known_used, cands, "wup"), cfg["aggregation"], True
+        )
+    return _gap(space, known_used, cands).astype(np.float64)
+
+
+def _assign_bins(
+    score: NDArray[np.float64],
+    order: NDArray[np.int64],
+    measure: str,
+    gap_bins: dict[str, int] | None,
+    bin_size: int | Sequence[int] | None,
+    quantiles: Sequence[float] | None,
+) -> tuple[NDArray[np.object_], dict[str, Any]]:
+    """Each candidate's bin (by gap, or by rank ranges) and the ranges used, for the manifest."""
+    n = len(score)
+    bin_of = np.full(n, "", dtype=object)
+    if measure == "gap":
+        gaps = dict(gap_bins or {"hard": 1, "medium": 2})
+        for name in ("easy", "medium", "hard"):
+            gaps.setdefault(name, -1)
+        bin_of[:] = "easy"
+        for name, gap in gaps.items():
+            if name != "easy":
+                bin_of[score == gap] = name
+        ranges_used: dict[str, Any] = {"gap_bins": gaps}
+    else:
+        positions = _bin_positions(n, bin_size, quantiles)
+        for name, (lo, hi) in zip(BIN_NAMES, positions, strict=True):
+            bin_of[order[lo:hi]] = name
+        ranges_used = {
+            "rank_ranges": {k: list(v) for k, v in zip(BIN_NAMES, positions, strict=True)}
+        }
+    return bin_of, ranges_used
 
 
 def _gap(tax: Taxonomy, known: Sequence[str], cands: Sequence[str]) -> NDArray[np.int64]:
