@@ -38,8 +38,9 @@ __all__ = [
 ID_FAMILY = "dejavu-sans"
 
 
-def seededseeded_rng(seed: int, what: str) -> np.random.Generator:
-    return np.random.defaultseeded_rng([int(seed), zlib.crc32(what.encode())])
+def seeded_rng(seed: int, what: str) -> np.random.Generator:
+    """The generator of one seeded draw: ``seed`` and the CRC-32 of ``what``."""
+    return np.random.default_rng([int(seed), zlib.crc32(what.encode())])
 
 
 class Progress:

@@ -57,9 +57,7 @@ import math
 import os
 import shutil
 import time
-import zlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,10 +67,19 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from semshift import __version__
+from semshift.demo._common import (
+    ID_FAMILY,
+    Progress,
+    choose_id_classes,
+    render_set,
+    sample_bin,
+    save_pngs,
+    seeded_rng,
+)
 from semshift.demo.fonts import FAMILIES, Font, covered, get_family
 from semshift.demo.glyphs import SCRIPTS, SYMBOL_BLOCKS, Glyph, inventory, write_taxonomy
 from semshift.demo.model import MODEL_NAME, PRESET, predict, train_pinned
-from semshift.demo.render import Augment, canonical, mean_distance, render_many
+from semshift.demo.render import Augment, canonical, mean_distance
 from semshift.errors import InputError
 from semshift.splits.ssb import ssb_bin_level
 
@@ -81,7 +88,6 @@ __all__ = ["BINS", "DEMO_MODEL_LEVEL", "DemoData", "DemoParams", "DemoSet", "bui
 #: Open-set bins, with the semantic level each gets on the graded grid (1 = nearest the known
 #: classes in the taxonomy = least semantic shift).
 BINS: dict[str, int] = {b: ssb_bin_level(b) for b in ("hard", "medium", "easy")}
-ID_FAMILY = "dejavu-sans"
 _FORMAT = 2  # bump when the on-disk layout or the training changes (2: pinned numerics)
 
 
@@ -630,13 +636,12 @@ def build_demo_data(
 
 
 def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -> dict[str, Any]:
-    from semshift.splits.ssb import build_ssb_split
     from semshift.taxonomy import load_taxonomy
     from semshift.training.checkpoint import save_model
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    prog = _Progress(progress)
+    prog = Progress(progress)
     id_fonts = FAMILIES[ID_FAMILY]
     cov_fonts = {fam: get_family(fam) for fam in params.font_families}
     with prog.bar:
@@ -644,7 +649,6 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         glyphs = inventory(id_fonts)
         tax_path = write_taxonomy(glyphs, root / "taxonomy.csv")
         tax = load_taxonomy(tax_path)
-        parent = {g.id: g.parent for g in glyphs}
         by_id = {g.id: g for g in glyphs}
         # 2. canonical renderings, ID classes
         with prog.task("glyphs", len(glyphs)) as step:
@@ -656,7 +660,7 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
             for g in glyphs
             if all(any(covered([g.char], [f]) for f in fam) for fam in cov_fonts.values())
         }
-        id_idx = _choose_id(glyphs, canon, params, eligible, seed)
+        id_idx = choose_id_classes(glyphs, canon, params, eligible, seed)
         id_glyphs = [glyphs[i] for i in id_idx]
         id_ids = [g.id for g in id_glyphs]
         (root / "classes.txt").write_text(
@@ -665,60 +669,15 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
         # 3. homoglyphs: other characters pixel-near an ID character
         others = [i for i in range(len(glyphs)) if i not in set(id_idx)]
         dist = mean_distance(canon[:, others], canon[:, id_idx])  # (others, id)
-        near = dist.argmin(1)
-        near_d = dist[np.arange(len(others)), near]
-        is_homo = near_d < params.homoglyph_threshold
         timings["glyphs"] = time.perf_counter() - t
 
         # 4. split: hierarchy preset over every candidate, then the rendered sample
         t = time.perf_counter()
-        other_ids = [glyphs[i].id for i in others]
-        full = build_ssb_split(id_ids, other_ids, taxonomy=tax, preset="hierarchy")
-        bin_of = dict(zip(full.audit["wnid"], full.audit["bin"], strict=True))
-        homo_ids = {other_ids[k] for k in np.flatnonzero(is_homo)}
-        pool = [c for c in other_ids if c not in homo_ids]
-        sample: dict[str, list[str]] = {}
-        for b in BINS:
-            members = [c for c in full.manifest.bins[b] if c not in homo_ids]
-            sample[b] = _sample_bin(members, parent, params.ood_classes, _rng(seed, f"bin:{b}"))
-            if not sample[b]:
-                raise InputError(f"the demo's {b!r} bin is empty; change DemoParams.id_groups")
-        split = build_ssb_split(
-            id_ids, pool, taxonomy=tax, preset="hierarchy",
-            restrict_to=[c for b in BINS for c in sample[b]],
-        )  # fmt: skip
-        split.manifest.extra["demo"] = {
-            "homoglyphs_excluded": sorted(homo_ids),
-            "homoglyph_threshold": params.homoglyph_threshold,
-            "sampled_per_bin": params.ood_classes,
-        }
-        split.write(root / "split")
-        rows = [
-            {
-                "id": other_ids[k],
-                "char": by_id[other_ids[k]].char,
-                "name": by_id[other_ids[k]].name,
-                "group": parent[other_ids[k]],
-                "bin": bin_of[other_ids[k]],
-                "nearest_id": id_ids[near[k]],
-                "nearest_id_char": id_glyphs[near[k]].char,
-                "nearest_id_name": id_glyphs[near[k]].name,
-                "distance": round(float(near_d[k]), 6),
-            }
-            for k in np.flatnonzero(is_homo)
-        ]
-        homo = pd.DataFrame(
-            rows,
-            columns=["id", "char", "name", "group", "bin", "nearest_id", "nearest_id_char",
-                     "nearest_id_name", "distance"],
-        ).sort_values(["distance", "id"], kind="stable")  # fmt: skip
-        homo.to_csv(root / "homoglyphs.csv", index=False)
+        sample, homo = _split(root, params, seed, tax, glyphs, id_idx, others, dist)
         timings["split"] = time.perf_counter() - t
 
         # 5. images
         t = time.perf_counter()
-        sets: dict[str, DemoSet] = {}
-        arrays: dict[str, tuple[NDArray[np.uint8], NDArray[np.int64]]] = {}
         plan: list[tuple[str, str, Sequence[str], int, Sequence[Font], str | None]] = [
             ("id_train", "id", id_ids, params.n_train, id_fonts, None),
             ("id_val", "id", id_ids, params.n_val, id_fonts, None),
@@ -729,39 +688,7 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
                 for fam, fonts in cov_fonts.items()
             ],
         ]
-        total = sum(len(c) * k for _, _, c, k, _, _ in plan)
-        done = 0
-        with prog.task("images", total) as step:
-            for name, role, ids, k, fonts, bin_name in plan:
-                chars = [by_id[i].char for i in ids]
-                imgs, labels, used, aug = _render_set(chars, k, fonts, params, name, seed)
-                folder = root / "images" / name
-                if role == "ood":
-                    rel = [f"{ids[lab]}_{j % k:04d}.png" for j, lab in enumerate(labels)]
-                else:
-                    rel = [f"{ids[lab]}/{j % k:04d}.png" for j, lab in enumerate(labels)]
-                _save_pngs(imgs, [folder / r for r in rel])
-                pd.DataFrame(
-                    {
-                        "path": rel,
-                        "class": [ids[lab] for lab in labels],
-                        "char": [chars[lab] for lab in labels],
-                        "font": [f.key for f in used],
-                        "font_file": [f.file for f in used],
-                        "dx": aug[:, 0].astype(int),
-                        "dy": aug[:, 1].astype(int),
-                        "angle": aug[:, 2].round(6),
-                        "scale": aug[:, 3].round(6),
-                    }
-                ).to_csv(root / "images" / f"{name}.csv", index=False)
-                arrays[name] = (imgs, labels)
-                sets[name] = DemoSet(
-                    name=name, path=folder, role=role, classes=list(ids), n_images=len(imgs),
-                    split=bin_name, semantic_level=BINS.get(bin_name or ""),
-                    fonts=sorted({f.key for f in used}),
-                )  # fmt: skip
-                done += len(imgs)
-                step(done)
+        sets, arrays = _images(root, params, seed, prog, by_id, plan)
         timings["images"] = time.perf_counter() - t
 
         # 6. model
@@ -823,3 +750,118 @@ def _build(root: Path, params: DemoParams, seed: int, fp: str, progress: bool) -
     }
     (root / "demo.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
+
+
+def _split(
+    root: Path,
+    params: DemoParams,
+    seed: int,
+    tax: Any,
+    glyphs: Sequence[Glyph],
+    id_idx: Sequence[int],
+    others: Sequence[int],
+    dist: NDArray[np.float64],
+) -> tuple[dict[str, list[str]], pd.DataFrame]:
+    """Write ``split/`` and ``homoglyphs.csv``; the sampled classes per bin and the homoglyphs.
+
+    ``dist`` (others, id) is the pixel distance of every other character to every ID one.
+    """
+    from semshift.splits.ssb import build_ssb_split
+
+    parent = {g.id: g.parent for g in glyphs}
+    by_id = {g.id: g for g in glyphs}
+    id_glyphs = [glyphs[i] for i in id_idx]
+    id_ids = [g.id for g in id_glyphs]
+    near = dist.argmin(1)
+    near_d = dist[np.arange(len(others)), near]
+    is_homo = near_d < params.homoglyph_threshold
+    other_ids = [glyphs[i].id for i in others]
+    full = build_ssb_split(id_ids, other_ids, taxonomy=tax, preset="hierarchy")
+    bin_of = dict(zip(full.audit["wnid"], full.audit["bin"], strict=True))
+    homo_ids = {other_ids[k] for k in np.flatnonzero(is_homo)}
+    pool = [c for c in other_ids if c not in homo_ids]
+    sample: dict[str, list[str]] = {}
+    for b in BINS:
+        members = [c for c in full.manifest.bins[b] if c not in homo_ids]
+        sample[b] = sample_bin(members, parent, params.ood_classes, seeded_rng(seed, f"bin:{b}"))
+        if not sample[b]:
+            raise InputError(f"the demo's {b!r} bin is empty; change DemoParams.id_groups")
+    split = build_ssb_split(
+        id_ids, pool, taxonomy=tax, preset="hierarchy",
+        restrict_to=[c for b in BINS for c in sample[b]],
+    )  # fmt: skip
+    split.manifest.extra["demo"] = {
+        "homoglyphs_excluded": sorted(homo_ids),
+        "homoglyph_threshold": params.homoglyph_threshold,
+        "sampled_per_bin": params.ood_classes,
+    }
+    split.write(root / "split")
+    rows = [
+        {
+            "id": other_ids[k],
+            "char": by_id[other_ids[k]].char,
+            "name": by_id[other_ids[k]].name,
+            "group": parent[other_ids[k]],
+            "bin": bin_of[other_ids[k]],
+            "nearest_id": id_ids[near[k]],
+            "nearest_id_char": id_glyphs[near[k]].char,
+            "nearest_id_name": id_glyphs[near[k]].name,
+            "distance": round(float(near_d[k]), 6),
+        }
+        for k in np.flatnonzero(is_homo)
+    ]
+    homo = pd.DataFrame(
+        rows,
+        columns=["id", "char", "name", "group", "bin", "nearest_id", "nearest_id_char",
+                 "nearest_id_name", "distance"],
+    ).sort_values(["distance", "id"], kind="stable")  # fmt: skip
+    homo.to_csv(root / "homoglyphs.csv", index=False)
+    return sample, homo
+
+
+def _images(
+    root: Path,
+    params: DemoParams,
+    seed: int,
+    prog: Progress,
+    by_id: dict[str, Glyph],
+    plan: Sequence[tuple[str, str, Sequence[str], int, Sequence[Font], str | None]],
+) -> tuple[dict[str, DemoSet], dict[str, tuple[NDArray[np.uint8], NDArray[np.int64]]]]:
+    """Render and save each set of ``plan`` (name, role, class ids, images per class, fonts,
+    bin) under ``images/``, with its CSV; the :class:`DemoSet` and (images, labels) of each."""
+    sets: dict[str, DemoSet] = {}
+    arrays: dict[str, tuple[NDArray[np.uint8], NDArray[np.int64]]] = {}
+    total = sum(len(c) * k for _, _, c, k, _, _ in plan)
+    done = 0
+    with prog.task("images", total) as step:
+        for name, role, ids, k, fonts, bin_name in plan:
+            chars = [by_id[i].char for i in ids]
+            imgs, labels, used, aug = render_set(chars, k, fonts, params, name, seed)
+            folder = root / "images" / name
+            if role == "ood":
+                rel = [f"{ids[lab]}_{j % k:04d}.png" for j, lab in enumerate(labels)]
+            else:
+                rel = [f"{ids[lab]}/{j % k:04d}.png" for j, lab in enumerate(labels)]
+            save_pngs(imgs, [folder / r for r in rel])
+            pd.DataFrame(
+                {
+                    "path": rel,
+                    "class": [ids[lab] for lab in labels],
+                    "char": [chars[lab] for lab in labels],
+                    "font": [f.key for f in used],
+                    "font_file": [f.file for f in used],
+                    "dx": aug[:, 0].astype(int),
+                    "dy": aug[:, 1].astype(int),
+                    "angle": aug[:, 2].round(6),
+                    "scale": aug[:, 3].round(6),
+                }
+            ).to_csv(root / "images" / f"{name}.csv", index=False)
+            arrays[name] = (imgs, labels)
+            sets[name] = DemoSet(
+                name=name, path=folder, role=role, classes=list(ids), n_images=len(imgs),
+                split=bin_name, semantic_level=BINS.get(bin_name or ""),
+                fonts=sorted({f.key for f in used}),
+            )  # fmt: skip
+            done += len(imgs)
+            step(done)
+    return sets, arrays

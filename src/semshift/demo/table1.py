@@ -630,52 +630,19 @@ def _key(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _char_id(text: str) -> str:
-    """``U+0416`` or a single character -> ``U+0416``."""
-    t = text.strip()
-    if len(t) == 1:
-        return f"U+{ord(t):04X}"
-    if t.upper().startswith("U+"):
-        try:
-            return f"U+{int(t[2:], 16):04X}"
-        except ValueError:
-            pass
-    raise InputError(f"outlier_classes: {text!r} is neither a character nor U+XXXX")
-
-
 def _outliers(
     data: DemoData, config: Table1Config, root: Path, seed: int
 ) -> tuple[Path, list[str]]:
     """Render OE's auxiliary classes into ``root/outliers`` (class folders) and leak-check them."""
-    from semshift.demo.build import ID_FAMILY, _render_set, _rng, _sample_bin, _save_pngs
+    from semshift.demo._common import ID_FAMILY, choose_outlier_classes, render_set, save_pngs
     from semshift.demo.fonts import FAMILIES
     from semshift.demo.glyphs import inventory
     from semshift.features.data import open_source
-    from semshift.splits.manifest import SplitManifest
     from semshift.training.outliers import check_outlier_classes
 
     glyphs = inventory(FAMILIES[ID_FAMILY])
     by_id = {g.id: g for g in glyphs}
-    if isinstance(config.outlier_classes, tuple):
-        chosen = list(dict.fromkeys(_char_id(c) for c in config.outlier_classes))
-        missing = [c for c in chosen if c not in by_id]
-        if missing:
-            raise InputError(
-                f"outlier_classes: {', '.join(missing)} not among the {len(glyphs)} characters "
-                "the demo's fonts cover"
-            )
-    else:
-        manifest = SplitManifest.read(data.split_manifest)
-        taken = set(manifest.known) | {c for ids in manifest.bins.values() for c in ids}
-        taken |= set(data.homoglyphs["id"].astype(str))
-        pool = [g.id for g in glyphs if g.id not in taken]
-        parent = {g.id: g.parent for g in glyphs}
-        chosen = _sample_bin(pool, parent, int(config.outlier_classes), _rng(seed, "outliers"))
-        if len(chosen) < config.outlier_classes:
-            raise InputError(
-                f"outlier_classes: only {len(chosen)} characters are outside the test splits, "
-                f"asked for {config.outlier_classes}"
-            )
+    chosen = choose_outlier_classes(data, config.outlier_classes, glyphs, seed)
     folder = root / "outliers"
     key = _key({"classes": chosen, "n": config.outlier_images, "data": data.fingerprint,
                 "seed": seed, "format": _FORMAT})  # fmt: skip
@@ -685,13 +652,11 @@ def _outliers(
         if folder.exists():
             shutil.rmtree(folder)
         chars = [by_id[c].char for c in chosen]
-        imgs, labels, _, _ = _render_set(
+        imgs, labels, _, _ = render_set(
             chars, config.outlier_images, FAMILIES[ID_FAMILY], data.params, "outliers", seed
         )
         k = config.outlier_images
-        _save_pngs(
-            imgs, [folder / chosen[lab] / f"{j % k:04d}.png" for j, lab in enumerate(labels)]
-        )
+        save_pngs(imgs, [folder / chosen[lab] / f"{j % k:04d}.png" for j, lab in enumerate(labels)])
     check_outlier_classes(open_source(folder), [data.split_manifest], str(folder))
     if not done:
         marker.write_text(json.dumps({"key": key, "classes": chosen}) + "\n", encoding="utf-8")

@@ -5,6 +5,10 @@ from __future__ import annotations
 from numbers import Real
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._common import F64, logsumexp, row_blocks
 from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 from .model_level import ModelLevelDetector, ModelView, float32
@@ -12,7 +16,7 @@ from .model_level import ModelLevelDetector, ModelView, float32
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["LTS", "lts_scaling"]
+__all__ = ["LTS", "lts_scaling", "lts_scores"]
 
 
 def lts_scaling(h: Tensor, percentile: float) -> Tensor:
@@ -32,6 +36,33 @@ def lts_scaling(h: Tensor, percentile: float) -> Tensor:
     s_top = z.topk(k, dim=1).values.sum(dim=1)
     ratio = torch.where(s_top > 0, s_all / torch.where(s_top > 0, s_top, 1.0), 1.0)
     return ratio.square()
+
+
+def lts_scores(logits: ArrayLike, features: ArrayLike, percentile: float = 95.0) -> F64:
+    """LTS scores ``logsumexp(S(h) z)`` of stored logits z (n, C) and features h (n, D).
+
+    The same score as :class:`LTS` computes during extraction from the network's own
+    ``(logits, features)``, here on arrays (e.g. a feature store's), in float64 row blocks:
+    ``S(h)`` is :func:`lts_scaling`'s factor (top-k sum by partition, not sort; S = 1 without
+    positive activation). Higher = more in-distribution.
+
+    Examples
+    --------
+    >>> lts_scores([[3.0, 1.5]], [[3.0, 1.0, 0.0, -2.0]], percentile=75).round(4)
+    array([5.4005])
+    """
+    z_all = np.asarray(logits)
+    h_all = np.asarray(features)
+    n, d = h_all.shape
+    k = max(1, d - round(d * float(percentile) / 100.0))
+    out = np.empty(n, dtype=np.float64)
+    for sl in row_blocks(n, 16 * (d + int(z_all.shape[1]))):
+        h = np.maximum(np.asarray(h_all[sl], dtype=np.float64), 0.0)
+        s_all = h.sum(axis=1)
+        s_top = np.partition(h, d - k, axis=1)[:, d - k :].sum(axis=1)
+        ratio = np.where(s_top > 0, s_all / np.where(s_top > 0, s_top, 1.0), 1.0)
+        out[sl] = logsumexp(np.asarray(z_all[sl], dtype=np.float64) * np.square(ratio)[:, None])
+    return out
 
 
 @register_detector

@@ -271,12 +271,7 @@ def build_superclasses(
     InputError
         A super-class with no sub-class (unless ``allow_empty``).
     """
-    if not -1.0 <= float(threshold) <= 1.0:
-        raise InputError(f"threshold: a cosine similarity in [-1, 1], got {threshold}")
-    if int(levels) < 0 or int(min_subclasses) < 0:
-        raise InputError(
-            f"levels and min_subclasses must be >= 0, got {levels} and {min_subclasses}"
-        )
+    _check_options(threshold, levels, min_subclasses)
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
     sc_names = load_superclass_names(names)
     pool_ids, pool_src = resolve_classes(tax, pool, "pool")
@@ -313,20 +308,7 @@ def build_superclasses(
                 matched_node.append("")
                 matched_by.append("embedding")
                 continue
-            row, how = senses[0], "name"
-            if sense == "most-subclasses" and len(senses) > 1:
-                sizes = [
-                    int(
-                        (
-                            ((d := _gather(tax, np.array([r]), levels)) >= 1)
-                            & (d <= levels)
-                            & in_pool
-                        ).sum()
-                    )
-                    for r in senses
-                ]
-                row = senses[int(np.argmax(sizes))]  # ties: the more frequent sense
-                how = "name" if row == senses[0] else f"name (sense {senses.index(row) + 1})"
+            row, how = _pick_sense(tax, senses, levels, in_pool, sense)
         matched_node.append(str(tax.ids[row]))
         matched_by.append(how)
         dist = _gather(tax, np.array([row]), levels)
@@ -337,26 +319,8 @@ def build_superclasses(
 
     if needs_embedding:
         enc = encoder if encoder is not None else MiniLMEncoder()
-        pool_names = [tax.label(int(r)) for r in pool_rows]
-        emb_pool = _unit(enc.encode(pool_names))
-        emb_sc = _unit(enc.encode([sc_names[k].replace("_", " ") for k in needs_embedding]))
-        if emb_pool.shape[1] != emb_sc.shape[1]:
-            raise InputError(
-                f"the text encoder returned {emb_sc.shape[1]}-d name embeddings but "
-                f"{emb_pool.shape[1]}-d class embeddings"
-            )
-        sim = emb_sc @ emb_pool.T  # (names needing it, pool)
-        for j, k in enumerate(needs_embedding):
-            hits = pool_rows[sim[j] > threshold]
-            if len(hits) == 0:
-                continue
-            dist, _ = g.bfs_levels(tax._child_ptr, tax._child_idx, hits, n)
-            # matched classes count as one step away, their hyponyms further
-            d = np.where(dist >= 0, dist + 1, -1)
-            take = (d >= 1) & (d <= levels + 1) & in_pool & (d < best_dist)
-            best_dist[take] = d[take]
-            owner[take] = k
-            via[take] = "embedding"
+        _match_by_embedding(tax, enc, sc_names, needs_embedding, pool_rows, in_pool, threshold,
+                            levels, best_dist, owner, via)  # fmt: skip
 
     assigned = np.flatnonzero(owner >= 0)
     assignment = pd.DataFrame(
@@ -418,6 +382,71 @@ def build_superclasses(
         },
     )
     return SuperclassResult(manifest=manifest, assignment=assignment, superclasses=table)
+
+
+def _check_options(threshold: float, levels: int, min_subclasses: int) -> None:
+    """The numeric options, checked before any list is read."""
+    if not -1.0 <= float(threshold) <= 1.0:
+        raise InputError(f"threshold: a cosine similarity in [-1, 1], got {threshold}")
+    if int(levels) < 0 or int(min_subclasses) < 0:
+        raise InputError(
+            f"levels and min_subclasses must be >= 0, got {levels} and {min_subclasses}"
+        )
+
+
+def _pick_sense(
+    tax: Taxonomy, senses: list[int], levels: int, in_pool: NDArray[np.bool_], sense: str
+) -> tuple[int, str]:
+    """The node row of a name among its senses, and how it was matched: the first sense, or
+    (``"most-subclasses"``) the one gathering the most pool classes (ties: the first)."""
+    row, how = senses[0], "name"
+    if sense == "most-subclasses" and len(senses) > 1:
+        sizes = [
+            int((((d := _gather(tax, np.array([r]), levels)) >= 1) & (d <= levels) & in_pool).sum())
+            for r in senses
+        ]
+        row = senses[int(np.argmax(sizes))]  # ties: the more frequent sense
+        how = "name" if row == senses[0] else f"name (sense {senses.index(row) + 1})"
+    return row, how
+
+
+def _match_by_embedding(
+    tax: Taxonomy,
+    enc: TextEncoder,
+    sc_names: list[str],
+    needs_embedding: list[int],
+    pool_rows: NDArray[np.int64],
+    in_pool: NDArray[np.bool_],
+    threshold: float,
+    levels: int,
+    best_dist: NDArray[np.int64],
+    owner: NDArray[np.int64],
+    via: NDArray[np.object_],
+) -> None:
+    """Assign pool classes to the super-class names no node matched, by text-embedding
+    similarity of the names (above ``threshold``) and the hyponyms of the matches; updates
+    ``best_dist``, ``owner`` and ``via`` in place where a class is nearer than before."""
+    n = len(tax)
+    pool_names = [tax.label(int(r)) for r in pool_rows]
+    emb_pool = _unit(enc.encode(pool_names))
+    emb_sc = _unit(enc.encode([sc_names[k].replace("_", " ") for k in needs_embedding]))
+    if emb_pool.shape[1] != emb_sc.shape[1]:
+        raise InputError(
+            f"the text encoder returned {emb_sc.shape[1]}-d name embeddings but "
+            f"{emb_pool.shape[1]}-d class embeddings"
+        )
+    sim = emb_sc @ emb_pool.T  # (names needing it, pool)
+    for j, k in enumerate(needs_embedding):
+        hits = pool_rows[sim[j] > threshold]
+        if len(hits) == 0:
+            continue
+        dist, _ = g.bfs_levels(tax._child_ptr, tax._child_idx, hits, n)
+        # matched classes count as one step away, their hyponyms further
+        d = np.where(dist >= 0, dist + 1, -1)
+        take = (d >= 1) & (d <= levels + 1) & in_pool & (d < best_dist)
+        best_dist[take] = d[take]
+        owner[take] = k
+        via[take] = "embedding"
 
 
 def _unit(x: ArrayLike) -> NDArray[np.float64]:
