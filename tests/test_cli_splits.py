@@ -1,7 +1,8 @@
 """The split-builder commands (``semshift splits ssb`` ...) and their builders' params models
 declare the same parameters with the same defaults: the command's defaults are written out (the
 builder registry imports pandas, too slow for every command's start-up), and this test fails
-when a command and its model drift apart. ``semshift splits ssb`` validates through the model.
+when a command and its model drift apart. ``semshift splits ssb`` and ``cleaning`` validate
+through the model.
 """
 
 from __future__ import annotations
@@ -122,3 +123,12 @@ def test_ssb_choices_in_help_are_the_models():
         names = literal(fields[key].annotation)
         assert names and names <= words(params[key].help), key
     assert set(PRESETS) <= words(params["preset"].help)
+
+
+def test_cleaning_options_are_checked_by_the_params_model():
+    p = builder_params("cleaning", {"id_classes": "imagenet1k", "sisters_only": False})
+    assert p.exclude_subtrees == ("organism.n.01",) and p.sisters_only is False
+    p = builder_params("cleaning", {"exclude_subtrees": []})
+    assert p.exclude_subtrees == ()
+    with pytest.raises(InputError, match=r"^--id: "):
+        builder_params("cleaning", {"id_classes": ""})

@@ -192,14 +192,18 @@ def splits_cleaning(
 
     if no_exclude and exclude_subtree:
         raise SemshiftError("--no-exclude and --exclude-subtree are exclusive")
-    subtrees: list[str] = [] if no_exclude else (exclude_subtree or ["organism.n.01"])
+    values: dict[str, Any] = {"id_classes": id_classes, "pool": pool,
+                              "sisters_only": not all_candidates}  # fmt: skip
+    if no_exclude or exclude_subtree:  # else the model's default, organism.n.01
+        values["exclude_subtrees"] = [] if no_exclude else exclude_subtree
+    p = builder_params("cleaning", values)
     t0 = time.perf_counter()
     result = build_cleaning_split(
-        id_classes,
-        pool,
+        p.id_classes,
+        p.pool,
         taxonomy=taxonomy,
-        exclude_subtrees=subtrees,
-        sisters_only=not all_candidates,
+        exclude_subtrees=list(p.exclude_subtrees),
+        sisters_only=p.sisters_only,
     )
     result.write(out)
     c = result.counts
