@@ -119,9 +119,9 @@ def block(run_dir: Path) -> str:
         f"load. The sanity check uses three randomly initialised copies (seeds 0-2).",
         "",
         f"Headline table of the default run (`semshift-demo/run/report.md`, AUROC and OSCR x100, "
-        f"known vs unknown; {n_det} detectors: every post-hoc detector and the model-level lts, "
-        f"odin and rankfeat; mc_dropout is left out with its reason, GlyphNet has no dropout "
-        f"layer; `semshift demo --all-detectors` adds the other model-level detectors):",
+        f"known vs unknown; {n_det} detectors: every post-hoc detector (lts among them) and the "
+        f"model-level odin and rankfeat; mc_dropout is left out with its reason, GlyphNet has no "
+        f"dropout layer; `semshift demo --all-detectors` adds the other model-level detectors):",
         "",
         _headline_table(report_md),
         "",

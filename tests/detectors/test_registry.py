@@ -20,12 +20,14 @@ ISSUE_16_NAMES = {
 }  # fmt: skip
 #: added by issue 17 (training-based open-set methods): the score of an ARPL-trained model
 ISSUE_17_NAMES = {"arpl"}
+#: issue 28: lts needs only the pooled features and the logits, so it is array-level
+ISSUE_28_NAMES = {"lts"}
 
 
 def test_list_detectors_is_sorted_and_covers_the_issues() -> None:
     names = detectors.list_detectors(level="post_hoc")
     assert names == sorted(names)
-    assert set(names) == ISSUE_NAMES | ISSUE_16_NAMES | ISSUE_17_NAMES
+    assert set(names) == ISSUE_NAMES | ISSUE_16_NAMES | ISSUE_17_NAMES | ISSUE_28_NAMES
 
 
 def test_one_registry_for_both_levels() -> None:
@@ -33,7 +35,7 @@ def test_one_registry_for_both_levels() -> None:
     model = detectors.list_detectors(level="model")
     # issue 16's model-level detectors (and those before it) are all registered entries
     assert set(model) >= {
-        "adascale_a", "adascale_l", "gradnorm_kl", "gram", "iodin", "lts", "mahalanobis_odin",
+        "adascale_a", "adascale_l", "gradnorm_kl", "gram", "iodin", "mahalanobis_odin",
         "mc_dropout", "mds_ensemble", "multi_mahalanobis", "nac", "odin", "rankfeat",
     }  # fmt: skip
     assert model == sorted(model)

@@ -83,7 +83,15 @@ from semshift.demo.render import Augment, canonical, mean_distance
 from semshift.errors import InputError
 from semshift.splits.ssb import ssb_bin_level
 
-__all__ = ["BINS", "DEMO_MODEL_LEVEL", "DemoData", "DemoParams", "DemoSet", "build_demo_data"]
+__all__ = [
+    "BINS",
+    "DEMO_LISTED_LAST",
+    "DEMO_MODEL_LEVEL",
+    "DemoData",
+    "DemoParams",
+    "DemoSet",
+    "build_demo_data",
+]
 
 #: Open-set bins, with the semantic level each gets on the graded grid (1 = nearest the known
 #: classes in the taxonomy = least semantic shift).
@@ -93,7 +101,10 @@ _FORMAT = 2  # bump when the on-disk layout or the training changes (2: pinned n
 
 #: The model-level detectors of the default demo run (``semshift demo --all-detectors`` runs
 #: every registered one): cheap per image, none fitted on the training images.
-DEMO_MODEL_LEVEL = ("lts", "mc_dropout", "odin", "rankfeat")
+DEMO_MODEL_LEVEL = ("mc_dropout", "odin", "rankfeat")
+#: Post-hoc detectors the demo lists after the other post-hoc ones, where they stood when they
+#: were model-level (lts), so the demo's configuration and report keep their row order.
+DEMO_LISTED_LAST = ("lts",)
 
 
 @dataclass(frozen=True)
@@ -496,7 +507,9 @@ class DemoData:
 
         n_train = self.sets["id_train"].n_images
         out: list[Any] = []
-        for name in list_detectors(level="post_hoc"):
+        post_hoc = list_detectors(level="post_hoc")
+        last = [n for n in DEMO_LISTED_LAST if n in post_hoc]
+        for name in [*(n for n in post_hoc if n not in last), *last]:
             if name == "nnguide":
                 defaults: Any = get_class(name)()
                 if math.ceil(defaults.alpha * n_train) < defaults.k:

@@ -12,7 +12,7 @@ it consumes in ``fit_requires``, ``score_requires`` and ``requires``, and the va
 hyperparameter accepts in ``_parameter_constraints`` (:class:`Interval`, :class:`StrOptions`,
 :class:`Boolean`, or None) and the candidates a hyperparameter search tries in
 ``search_space`` (:func:`get_search_space`, :func:`check_search_space`). The registry also
-declares the model-level detectors (``list_detectors(level="model")``: odin, rankfeat, lts,
+declares the model-level detectors (``list_detectors(level="model")``: odin, rankfeat,
 ...), which need the network and are computed during feature extraction
 (:mod:`semshift.features.model_detectors`).
 :func:`score_many` scores several fitted detectors on the same inputs, computing what they

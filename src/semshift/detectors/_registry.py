@@ -127,7 +127,7 @@ def list_detectors(level: str | None = None) -> list[str]:
     ----------
     level : {"post_hoc", "model"} or None, default None
         Only the detectors of this level: ``"post_hoc"`` (fitted and scored on stored logits
-        and features) or ``"model"`` (computed during feature extraction: odin, rankfeat, lts, ...).
+        and features) or ``"model"`` (computed during feature extraction: odin, rankfeat, ...).
         None: every detector.
 
     Raises

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._base import Detector, Float64Array, Inputs
 from ._common import F64, logsumexp, row_blocks
 from ._params import Interval, ParamConstraints
 from ._registry import register_detector
-from .model_level import ModelLevelDetector, ModelView, float32
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -66,7 +66,7 @@ def lts_scores(logits: ArrayLike, features: ArrayLike, percentile: float = 95.0)
 
 
 @register_detector
-class LTS(ModelLevelDetector):
+class LTS(Detector):
     """LTS score ``logsumexp(S(h) z)``: Energy of the logits times a feature sharpness factor.
 
     ``S(h) = (sum relu(h) / sum of the top-k relu(h))^2`` with k the ``100 - percentile`` %
@@ -74,9 +74,9 @@ class LTS(ModelLevelDetector):
     Higher = more in-distribution (pytorch-ood's ``LTS`` returns minus this).
 
     The scaling factor reads the pooled penultimate features, as the public code and
-    pytorch-ood do (``lts(x)`` after ``avgpool`` and ``flatten``), so LTS needs no feature
-    map and runs on every adapter; it is registered as model-level and computed during
-    extraction from the network's own ``(logits, features)``.
+    pytorch-ood do (``lts(x)`` after ``avgpool`` and ``flatten``), so LTS needs only the stored
+    logits and features: it is post-hoc (:func:`lts_scores`, nothing to fit) and runs on any
+    existing feature store.
 
     Departures: the parameter is a ``percentile`` like ASH and SCALE (``percentile = 100 (1 -
     p)`` with pytorch-ood's ``p``, the fraction of activations kept; the public code also
@@ -97,6 +97,7 @@ class LTS(ModelLevelDetector):
     """
 
     name = "lts"
+    score_requires: ClassVar[frozenset[str]] = frozenset({"logits", "features"})
     _parameter_constraints: ClassVar[ParamConstraints] = {
         "percentile": [Interval(Real, 0, 100, closed="both")]
     }
@@ -104,11 +105,5 @@ class LTS(ModelLevelDetector):
     def __init__(self, *, percentile: float = 95.0) -> None:
         self.percentile = percentile
 
-    def _score_batch(self, model: ModelView, x: Tensor) -> Tensor:
-        import torch
-
-        with torch.no_grad():
-            logits, h = model(x)
-            logits, h = float32(logits), float32(h)
-            scale = lts_scaling(h, float(self.percentile)).to(logits.dtype)
-            return torch.logsumexp(logits * scale[:, None], dim=1)
+    def _score(self, inputs: Inputs) -> Float64Array:
+        return lts_scores(inputs.get("logits"), inputs.get("features"), float(self.percentile))
