@@ -63,7 +63,7 @@ def test_dict_config_resolves_against_base_dir(tmp_path):
         (lambda c: c.update(bootstrap={"level": 1.5}), "bootstrap.level: input should be less"),
         (lambda c: c["data"].pop("id_test"), "data.id_test: required key is missing"),
         (lambda c: c.update(detectors=["msp", "knnn"]),
-         "detectors[1]: unknown detector 'knnn' (did you mean knn?)"),
+         "detectors[1]: unknown detector 'knnn' (did you mean 'knn'?)"),
         (lambda c: c.update(detectors=[{"name": "knn", "params": {"kk": 1}}]),
          "detectors[0].params: knn has no hyperparameter kk; accepted: k, backend"),
         (lambda c: c.update(detectors=[{"name": "knn", "params": {"k": 0}}]),

@@ -214,12 +214,11 @@ def list_corruptions() -> list[str]:
 
 def _check(name: str, severity: int) -> None:
     if name not in CORRUPTIONS:
-        import difflib
+        from semshift.errors import did_you_mean
 
-        close = difflib.get_close_matches(name, CORRUPTIONS, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(
-            f"unknown corruption {name!r}{hint}; known: {', '.join(CORRUPTIONS)}"
+            f"unknown corruption {name!r}{did_you_mean(name, CORRUPTIONS, n=3)}; known: "
+            f"{', '.join(CORRUPTIONS)}"
         )
     if severity not in SEVERITIES:
         raise InputError(f"corruption severity must be 1, 2, 3, 4 or 5, got {severity!r}")

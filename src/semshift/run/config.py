@@ -23,7 +23,6 @@ path and what was expected, e.g. ``config.yaml: data.sets.easy.store: expected a
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -570,8 +569,7 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     detector_names = list_detectors()
     for i, spec in enumerate(cfg.detector_specs()):
         if spec.name not in detector_names:
-            close = difflib.get_close_matches(spec.name, detector_names, n=3)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            hint = did_you_mean(spec.name, detector_names, n=3)
             fail(f"detectors[{i}]", f"unknown detector {spec.name!r}{hint}; known: "
                  f"{', '.join(detector_names)}")  # fmt: skip
         try:
