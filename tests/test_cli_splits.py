@@ -2,7 +2,7 @@
 declare the same parameters with the same defaults: the command's defaults are written out (the
 builder registry imports pandas, too slow for every command's start-up), and this test fails
 when a command and its model drift apart. ``semshift splits ssb`` and ``cleaning`` validate
-through the model.
+through the model, and ``zsl`` for its fractions and class options.
 """
 
 from __future__ import annotations
@@ -132,3 +132,14 @@ def test_cleaning_options_are_checked_by_the_params_model():
     assert p.exclude_subtrees == ()
     with pytest.raises(InputError, match=r"^--id: "):
         builder_params("cleaning", {"id_classes": ""})
+
+
+def test_zsl_options_are_checked_by_the_params_model():
+    p = builder_params("zsl", {"classes": "c.txt", "images": "i.txt", "val_fraction": 0.3})
+    assert (p.unseen_fraction, p.val_fraction) == (0.2, 0.3)
+    with pytest.raises(
+        InputError, match=r"^--unseen-fraction: unseen_fraction must be in \(0, 1\)"
+    ):
+        builder_params("zsl", {"classes": "c", "images": "i", "unseen_fraction": 1.5})
+    with pytest.raises(InputError, match=r"^--max-hops: needs not_unseen"):
+        builder_params("zsl", {"classes": "c", "images": "i", "max_hops": 2})

@@ -201,7 +201,7 @@ def test_registration_checks():
         (
             "zsl",
             {"classes": "c", "images": "i", "val_fraction": 1.5},
-            "val_fraction: should be less",
+            "val_fraction: val_fraction must be in (0, 1), got 1.5",
         ),
         (
             "zsl",

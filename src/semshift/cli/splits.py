@@ -248,16 +248,24 @@ def splits_zsl(
     """Build a zero-shot split (seen/unseen classes; train/val/test_seen/test_unseen images)."""
     from semshift.splits.zsl import build_zsl_split
 
+    values: dict[str, Any] = {
+        "classes": classes, "images": images, "unseen": unseen, "not_unseen": not_unseen,
+        "max_hops": max_hops, "seed": seed,
+    }  # fmt: skip
+    if unseen is None:  # given with 'unseen', the model refuses it (it would be ignored)
+        values["unseen_fraction"] = unseen_fraction
+    p = builder_params("zsl", {**values, "val_fraction": val_fraction,
+                               "test_seen_fraction": test_seen_fraction})  # fmt: skip
     result = build_zsl_split(
-        classes,
+        p.classes,
         images,
         taxonomy=taxonomy,
-        unseen=unseen,
-        unseen_fraction=unseen_fraction,
-        val_fraction=val_fraction,
-        test_seen_fraction=test_seen_fraction,
-        not_unseen=not_unseen,
-        max_hops=max_hops,
+        unseen=p.unseen,
+        unseen_fraction=p.unseen_fraction,
+        val_fraction=p.val_fraction,
+        test_seen_fraction=p.test_seen_fraction,
+        not_unseen=p.not_unseen,
+        max_hops=p.max_hops,
         seed=seed,
     )
     result.write(out)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from semshift.errors import InputError
 from semshift.splits.manifest import SplitManifest
@@ -302,12 +302,20 @@ class ZSLParams(BuilderParams):
     classes: ClassSpec
     images: PathSpec
     unseen: ClassSpec | None = None
-    unseen_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
-    val_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
-    test_seen_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
+    unseen_fraction: float = 0.2
+    val_fraction: float = 0.2
+    test_seen_fraction: float = 0.2
     not_unseen: ClassSpec | None = None
     max_hops: int | None = Field(default=None, ge=1)
     seed: int | None = None
+
+    @field_validator("unseen_fraction", "val_fraction", "test_seen_fraction")
+    @classmethod
+    def _fraction(cls, value: float, info: ValidationInfo) -> float:
+        """A fraction in (0, 1), said as :func:`build_zsl_split` says it."""
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{info.field_name} must be in (0, 1), got {value}")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> ZSLParams:
