@@ -43,11 +43,9 @@ from typing import Any, Generic, TypeVar
 
 from semshift.errors import DuplicateNameError, InputError, unknown_name
 
-__all__ = ["PluginWarning", "Registry", "all_registries"]
+__all__ = ["PluginWarning", "Registry"]
 
 T = TypeVar("T")
-
-_ALL: dict[str, Registry[Any]] = {}
 
 
 class PluginWarning(UserWarning):
@@ -92,7 +90,6 @@ class Registry(Mapping[str, T], Generic[T]):
         self._entries: dict[str, T] = {}
         self._loaded = loader is None and entry_points is None
         self._loading = False
-        _ALL[kind] = self
 
     # -- filling ------------------------------------------------------------------------------
 
@@ -219,8 +216,3 @@ def _is_module(obj: object) -> bool:
     import types
 
     return isinstance(obj, types.ModuleType)
-
-
-def all_registries() -> dict[str, Registry[Any]]:
-    """Every registry created so far, by kind (for docs and the extension tests)."""
-    return dict(_ALL)

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from semshift.cli import app
 from semshift.cli.registries import KINDS, registry_names
 from semshift.registry import Registry
+from tests.extensions.conftest import registration
 
 #: kind -> the toy module that registers one entry of it
 TOYS = {
@@ -35,17 +36,9 @@ def _listed(kind: str) -> str:
 def test_a_registered_toy_is_listed_under_its_kind(kind: str) -> None:
     toy = importlib.import_module(f"tests.extensions.{TOYS[kind]}")
     assert toy.NAME not in _listed(kind)
-    toy.register()
-    try:
+    with registration(toy):
         assert toy.NAME in _listed(kind)
         assert toy.NAME in [name for name, _ in registry_names(kind)]
-    finally:
-        if kind == "protocols":
-            from semshift.protocols.registry import PROTOCOLS
-
-            PROTOCOLS.remove(toy.NAME)
-        else:
-            toy.unregister()
     assert toy.NAME not in _listed(kind)
 
 

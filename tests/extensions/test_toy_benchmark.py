@@ -14,30 +14,13 @@ from semshift.catalog.benchmarks import benchmark_config, list_benchmarks, regis
 from semshift.cli import app
 from semshift.errors import DuplicateNameError, InputError
 from tests.extensions import toy_benchmark as toy
+from tests.extensions.conftest import registration
 
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
-
-
-@pytest.fixture
-def release(tmp_path: Path) -> Path:
-    from PIL import Image
-
-    root = tmp_path / "release"
-    (root / "images").mkdir(parents=True)
-    for i in range(10):
-        Image.new("RGB", (8, 8), (25 * i, 0, 0)).save(root / "images" / f"{i}.png")
-    (root / "classes.txt").write_text("cat\ndog\n")
-    (root / "train.csv").write_text("0.png,cat\n1.png,dog\n2.png,cat\n3.png,dog\n")
-    (root / "test.csv").write_text("4.png,cat\n5.png,dog\n6.png,cat\n7.png,dog\n")
-    (root / "ood.csv").write_text("8.png,cat\n9.png,dog\n")  # labels unused for an OOD set
-    return root
 
 
 def test_listed_and_checked_by_the_cli(registered: None, release: Path) -> None:

@@ -18,6 +18,7 @@ from semshift.cli import app
 from semshift.errors import DuplicateNameError, InputError, UnknownNameError
 from semshift.run import load_config, run
 from tests.extensions import toy_detector as toy
+from tests.extensions.conftest import registration
 from tests.run.conftest import base_config, build_stores
 
 
@@ -28,11 +29,8 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
 
 
 def test_listed_checked_and_known_answer(registered: None) -> None:

@@ -11,28 +11,13 @@ import pytest
 from semshift.catalog.layouts import layout_parameters, list_layouts, open_layout
 from semshift.errors import DuplicateNameError, InputError
 from tests.extensions import toy_layout as toy
+from tests.extensions.conftest import registration
 
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
-
-
-@pytest.fixture
-def release(tmp_path: Path) -> Path:
-    from PIL import Image
-
-    root = tmp_path / "release"
-    (root / "images").mkdir(parents=True)
-    for i in range(4):
-        Image.new("RGB", (8, 8), (60 * i, 0, 0)).save(root / "images" / f"{i}.png")
-    (root / "classes.txt").write_text("cat\ndog\n")
-    (root / "test.csv").write_text("0.png,dog\n1.png,cat\n2.png,dog\n3.png,cat\n")
-    return root
 
 
 def test_listed_and_reads_a_release(registered: None, release: Path) -> None:

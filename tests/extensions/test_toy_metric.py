@@ -14,6 +14,7 @@ from semshift.errors import DuplicateNameError, InputError
 from semshift.metrics import get_metric, list_metrics
 from semshift.run import load_config, run
 from tests.extensions import toy_metric as toy
+from tests.extensions.conftest import registration
 from tests.run.conftest import base_config, build_stores
 
 
@@ -24,11 +25,8 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
 
 
 def test_listed_with_a_known_answer(registered: None) -> None:

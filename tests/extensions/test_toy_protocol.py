@@ -15,6 +15,7 @@ from semshift.protocols import get_protocol, list_protocols
 from semshift.protocols.registry import PROTOCOLS, report_rows
 from semshift.run import load_config, run
 from tests.extensions import toy_protocol as toy
+from tests.extensions.conftest import registration
 from tests.run.conftest import base_config, build_stores
 
 
@@ -25,11 +26,8 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        PROTOCOLS.remove(toy.NAME)
 
 
 def test_the_toy_is_listed_and_unlisted_after(registered: None) -> None:

@@ -12,6 +12,7 @@ import pytest
 from semshift.errors import DuplicateNameError, InputError
 from semshift.splits.registry import BuildContext, build_split, list_builders, validate_params
 from tests.extensions import toy_split_builder as toy
+from tests.extensions.conftest import registration
 
 TOY = """id,parent,name
 entity,,entity
@@ -26,11 +27,8 @@ canoe,boat,canoe
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
 
 
 @pytest.fixture

@@ -16,16 +16,14 @@ from semshift.training.loop import train
 from semshift.training.methods import check_method_params, get_method, list_methods
 from semshift.training.recipe import Recipe, TrainConfig
 from tests.extensions import toy_training_method as toy
+from tests.extensions.conftest import registration
 from tests.training.images import write_class_images
 
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
 
 
 def test_listed_checked_and_its_loss_is_the_formula(registered: None) -> None:

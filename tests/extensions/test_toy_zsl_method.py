@@ -12,6 +12,7 @@ import pytest
 from semshift.errors import DuplicateNameError, ParamError
 from semshift.training.zsl import evaluate_zsl, get_zsl_method, list_zsl_methods
 from tests.extensions import toy_zsl_method as toy
+from tests.extensions.conftest import registration
 from tests.training.planted import planted
 
 
@@ -22,11 +23,8 @@ def planted_data():
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    toy.register()
-    try:
+    with registration(toy):
         yield
-    finally:
-        toy.unregister()
 
 
 def test_listed_last_and_checked(registered: None) -> None:

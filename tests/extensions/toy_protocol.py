@@ -70,3 +70,9 @@ def register() -> None:
             )
         ],
     )(toy_gap)
+
+
+def unregister() -> None:
+    from semshift.protocols.registry import PROTOCOLS
+
+    PROTOCOLS.remove(NAME)

@@ -250,12 +250,12 @@ def splits_zsl(
 
     values: dict[str, Any] = {
         "classes": classes, "images": images, "unseen": unseen, "not_unseen": not_unseen,
-        "max_hops": max_hops, "seed": seed,
+        "max_hops": max_hops, "seed": seed, "val_fraction": val_fraction,
+        "test_seen_fraction": test_seen_fraction,
+        # with 'unseen' the model refuses a fraction (it would be ignored): the default is left out
+        "unseen_fraction": unseen_fraction if unseen is None else None,
     }  # fmt: skip
-    if unseen is None:  # given with 'unseen', the model refuses it (it would be ignored)
-        values["unseen_fraction"] = unseen_fraction
-    p = builder_params("zsl", {**values, "val_fraction": val_fraction,
-                               "test_seen_fraction": test_seen_fraction})  # fmt: skip
+    p = builder_params("zsl", values)
     result = build_zsl_split(
         p.classes,
         images,
