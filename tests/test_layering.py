@@ -109,3 +109,34 @@ def test_no_module_imports_a_higher_layer(path: Path):
         if LAYERS.get(_part(mod), 0) > level
     ]
     assert not bad, "\n".join(bad)
+
+
+def _private_imports(path: Path, src: Path = SRC) -> list[str]:
+    """``from semshift.<other package>... import _name`` or of a ``_module`` of another package."""
+    own = path.relative_to(src).parts[0].removesuffix(".py")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("semshift"):
+            parts = (node.module or "").split(".")
+            if (parts[1] if len(parts) > 1 else "__init__") == own:
+                continue
+            private = [p for p in parts[1:] if p.startswith("_") and not p.startswith("__")]
+            private += [a.name for a in node.names if a.name.startswith("_")]
+            private = [p for p in private if not p.startswith("__")]
+            if private:
+                where = f"{path.relative_to(src.parent)}:{node.lineno}"
+                found.append(f"{where} {node.module}: {private}")
+    return found
+
+
+def test_no_module_imports_another_packages_private_names():
+    bad = [hit for path in _modules() for hit in _private_imports(path)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_import_reader_sees_them(tmp_path):
+    src = tmp_path / "semshift"
+    fake = src / "report" / "_probe.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("from semshift.metrics.stats import _hidden\nfrom semshift.report import _x\n")
+    assert [h.split(": ")[-1] for h in _private_imports(fake, src)] == ["['_hidden']"]

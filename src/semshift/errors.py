@@ -66,15 +66,29 @@ class ResourceError(SemshiftError):
     which option lowers it (exit 2 from the CLI, like a user mistake: the user can act on it)."""
 
 
+def close_matches(
+    name: object, known: Iterable[str], *, n: int = 3, cutoff: float = 0.6
+) -> list[str]:
+    """The ``n`` names of ``known`` closest to ``name`` (best first): the one fuzzy match.
+
+    Every "did you mean" in semshift goes through here (or through :func:`did_you_mean` and
+    :func:`unknown_name`, which call it), so hints agree everywhere.
+
+    >>> close_matches("logit", ["logits", "features", "labels"])
+    ['logits']
+    """
+    import difflib
+
+    return difflib.get_close_matches(str(name), list(known), n=n, cutoff=cutoff)
+
+
 def did_you_mean(name: str, known: Iterable[str], n: int = 1) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``known`` to ``name``, or ``""``.
 
     >>> did_you_mean("sbb", ["ssb", "zsl"]), did_you_mean("xyz", ["ssb"])
     (" (did you mean 'ssb'?)", '')
     """
-    import difflib
-
-    close = difflib.get_close_matches(str(name), list(known), n=n)
+    close = close_matches(name, known, n=n)
     return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
 
 
@@ -84,10 +98,8 @@ def unknown_name(what: str, name: object, known: Iterable[str], *, n: int = 3) -
     >>> str(unknown_name("benchmark", "ssb-cb", ["ssb-cub", "ssb-scars"]))
     "unknown benchmark 'ssb-cb'. Did you mean 'ssb-cub', 'ssb-scars'? Known: ssb-cub, ssb-scars"
     """
-    import difflib
-
     names = sorted(known)
-    close = difflib.get_close_matches(str(name), names, n=n)
+    close = close_matches(name, names, n=n)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return UnknownNameError(f"unknown {what} {name!r}.{hint} Known: {', '.join(names)}")
 

@@ -158,3 +158,39 @@ def test_duplicate_ids_and_bad_edges_rejected():
         Taxonomy(["a", "a"], [], [])
     with pytest.raises(TaxonomyFormatError, match="points outside"):
         Taxonomy(["a", "b"], [1], [5])
+
+
+def test_graph_arrays_are_public_read_only_views():
+    # root -> a, b ; a -> c ; b -> c ; c -> d ; b -> e
+    ids = ["root", "a", "b", "c", "d", "e"]
+    tax = Taxonomy(ids, [1, 2, 3, 3, 4, 5], [0, 0, 1, 2, 3, 2], names=list("RABCDE"), name="toy")
+    ptr, idx = tax.parent_csr
+    assert [sorted(idx[ptr[i] : ptr[i + 1]].tolist()) for i in range(6)] == [
+        [],
+        [0],
+        [0],
+        [1, 2],
+        [3],
+        [2],
+    ]
+    cptr, cidx = tax.child_csr
+    assert sorted(cidx[cptr[2] : cptr[3]].tolist()) == [3, 5]
+    assert tax.min_depths.tolist() == [0, 1, 1, 2, 3, 2]
+    assert tax.leaf_rows.tolist() == [4, 5]
+    assert tax.names == list("RABCDE")
+    assert tax.id_rows(["c", "zz", "root"]).tolist() == [3, -1, 0]
+    assert tax.below([1]).tolist() == [-1, 0, -1, 1, 2, -1]
+    table = tax.ancestor_table
+    lo, hi = table.ptr[4], table.ptr[5]
+    assert dict(zip(table.anc[lo:hi].tolist(), table.dist[lo:hi].tolist(), strict=True)) == {
+        0: 3,
+        1: 2,
+        2: 2,
+        3: 1,
+        4: 0,
+    }
+    with pytest.raises(ValueError, match="read-only"):
+        ptr[0] = 5
+    with pytest.raises(ValueError, match="read-only"):
+        tax.min_depths[0] = 1
+    assert tax.unknown_message("zz") == "unknown toy node 'zz'"

@@ -18,7 +18,6 @@ and any ``resize<R>-crop<C>``.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, close_matches
 from semshift.taxonomy.classlists import ClassList, load_classlist
 from semshift.textio import read_text
 
@@ -307,7 +306,7 @@ def image_folder(
         label = lookup.get(folder.name, lookup.get(_norm(folder.name)))
         if label is None:
             if unknown == "error":
-                close = difflib.get_close_matches(folder.name, list(lookup), n=3)
+                close = close_matches(folder.name, list(lookup), n=3)
                 hint = f" (close: {', '.join(close)})" if close else ""
                 raise UnknownNameError(
                     f"class folder {folder} is not in the class list {cl.source}{hint}; pass "
@@ -376,7 +375,7 @@ def file_list(path: str | Path, classes: ClassList | str | Path | None = None) -
                             f"{lst}, line {lineno}: label {tok!r} is a name but no class list "
                             "was given (pass --classes)"
                         )
-                    close = difflib.get_close_matches(tok, list(lookup), n=3)
+                    close = close_matches(tok, list(lookup), n=3)
                     hint = f" (close: {', '.join(close)})" if close else ""
                     raise UnknownNameError(
                         f"{lst}, line {lineno}: label {tok!r} is not in {cl.source}{hint}"

@@ -17,7 +17,6 @@ labelled image source before any scoring. No detector is named here.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +25,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from semshift.detectors import ModelLevelDetector, get, list_detectors
-from semshift.errors import InputError, NotFittedError, UnknownNameError
+from semshift.errors import InputError, NotFittedError, UnknownNameError, close_matches
 from semshift.features.data import ImageDataset, ImageSource, normalize_batch
 from semshift.features.models import ModelAdapter
 
@@ -73,7 +72,7 @@ def get_model_detector(spec: str | ModelLevelDetector, **params: Any) -> ModelLe
                 f"{spec!r} is a post-hoc detector (fitted and scored on stored features, e.g. "
                 f"by semshift evaluate), not a model-level one; model-level: {', '.join(known)}"
             )
-        close = difflib.get_close_matches(str(spec), known, n=2)
+        close = close_matches(str(spec), known, n=2)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(
             f"unknown model-level detector {spec!r}{hint}; known: {', '.join(known)}"

@@ -16,9 +16,17 @@ from semshift.metrics import ranking
 from semshift.metrics._validation import as_bool, as_scores, check_both_classes
 from semshift.metrics.registry import get_metric
 
-__all__ = ["BootstrapCI", "DeLongResult", "bootstrap_ci", "delong_mean_test", "delong_test"]
+__all__ = [
+    "BLOCK_ELEMENTS",
+    "BootstrapCI",
+    "DeLongResult",
+    "bootstrap_ci",
+    "delong_mean_test",
+    "delong_test",
+    "resample_counts",
+]
 
-_BLOCK_ELEMENTS = 1 << 22  # resampled indices held at once (32 MiB of int64)
+BLOCK_ELEMENTS = 1 << 22  # resampled indices held at once (32 MiB of int64)
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ def _index_blocks(
 ) -> Iterator[list[NDArray[np.int64]]]:
     """Resampled sample indices, per stratum, in blocks of (block, stratum size) matrices."""
     n = sum(s.size for s in strata)
-    block = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(n, 1)))
+    block = max(1, min(n_resamples, BLOCK_ELEMENTS // max(n, 1)))
     done = 0
     while done < n_resamples:
         b = min(block, n_resamples - done)
@@ -99,8 +107,12 @@ def _auroc_block(
     return u / (n1 * n0)
 
 
-def _counts(idx: NDArray[np.int64], size: int) -> NDArray[np.int64]:
-    """Row-wise bincount of an index matrix (b, k) with values in [0, size)."""
+def resample_counts(idx: NDArray[np.int64], size: int) -> NDArray[np.int64]:
+    """Row-wise bincount of an index matrix (b, k) with values in [0, size): resample weights.
+
+    >>> resample_counts(np.array([[0, 0, 2], [1, 2, 2]]), 3).tolist()
+    [[2, 0, 1], [0, 1, 2]]
+    """
     b = idx.shape[0]
     flat = (idx + size * np.arange(b)[:, None]).ravel()
     return np.bincount(flat, minlength=b * size).reshape(b, size)
@@ -223,8 +235,8 @@ def _bootstrap_auroc(
     n_id_le = np.searchsorted(sa, sb, side="right")
     out = []
     for id_draw, ood_draw in _index_blocks(rng, strata, n_resamples):
-        w_id = _counts(rank[id_draw], sa.size)
-        w_ood = _counts(rank[ood_draw], sb.size)
+        w_id = resample_counts(rank[id_draw], sa.size)
+        w_ood = resample_counts(rank[ood_draw], sb.size)
         out.append(_auroc_block(w_id, w_ood, n_id_lt, n_id_le))
     return np.concatenate(out)
 

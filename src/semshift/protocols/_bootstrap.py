@@ -45,7 +45,7 @@ from semshift.detectors import default_threads
 from semshift.errors import InputError, SemshiftError
 from semshift.metrics import evaluate_many, list_metrics, oscr
 from semshift.metrics.ranking import n_required
-from semshift.metrics.stats import _BLOCK_ELEMENTS, _counts
+from semshift.metrics.stats import BLOCK_ELEMENTS, resample_counts
 from semshift.protocols.sets import Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row
 
@@ -118,7 +118,7 @@ def _blocks(
     nothing in the values. ``ref_last`` draws the subsets first and the reference after them.
     """
     total = n_ref + int(sum(sizes))
-    block = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(total, 1)))
+    block = max(1, min(n_resamples, BLOCK_ELEMENTS // max(total, 1)))
     target = max(block, min(_PROCESS_BLOCK, n_resamples))
     done = 0
     while done < n_resamples:
@@ -135,13 +135,13 @@ def _blocks(
         for b in draws:
             rows = slice(row, row + b)
             if not ref_last:
-                w_ref[rows] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
+                w_ref[rows] = resample_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
             off = 0
             for n in sizes:
-                w_sub[rows, off : off + n] = _counts(rng.integers(0, n, size=(b, n)), n)
+                w_sub[rows, off : off + n] = resample_counts(rng.integers(0, n, size=(b, n)), n)
                 off += n
             if ref_last:
-                w_ref[rows] = _counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
+                w_ref[rows] = resample_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
             row += b
         done += n_b
         yield w_ref, w_sub
@@ -534,7 +534,7 @@ def mean_ci(values: NDArray[np.float64], bootstrap: Bootstrap) -> tuple[float, f
         return float("nan"), float("nan")
     rng = np.random.default_rng(bootstrap.seed)
     n = values.size
-    block = max(1, min(bootstrap.n_resamples, _BLOCK_ELEMENTS // n))
+    block = max(1, min(bootstrap.n_resamples, BLOCK_ELEMENTS // n))
     stats = np.empty(bootstrap.n_resamples)
     done = 0
     while done < bootstrap.n_resamples:

@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from semshift.errors import SemshiftError
 from semshift.metrics import accuracy, macro_f1
-from semshift.metrics.stats import _BLOCK_ELEMENTS
+from semshift.metrics.stats import BLOCK_ELEMENTS
 from semshift.protocols._bootstrap import check_id_test, check_sets, percentile_ci
 from semshift.protocols.registry import (
     ProtocolConfig,
@@ -38,7 +38,7 @@ def _resampled(
     """
     n = labels.size
     n_cls = int(max(labels.max(), preds.max())) + 1
-    block = max(1, min(n_res, _BLOCK_ELEMENTS // max(n, n_cls)))
+    block = max(1, min(n_res, BLOCK_ELEMENTS // max(n, n_cls)))
     acc = np.empty(n_res)
     f1 = np.empty(n_res)
     done = 0

@@ -41,7 +41,7 @@ from semshift.errors import InputError, UnknownNameError
 from semshift.splits.manifest import SplitManifest
 from semshift.splits.registry import BuildContext, BuilderParams, ClassSpec, register_builder
 from semshift.splits.ssb import resolve_classes
-from semshift.taxonomy import _graph as g
+from semshift.taxonomy import graph as g
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
 
@@ -126,7 +126,7 @@ def build_cleaning_split(
     excluded = list(exclude_subtrees)
     ex_rows = tax.indices(excluded, where="--exclude-subtree") if excluded else np.zeros(0, int)
     n = len(tax)
-    anc = tax._anc
+    anc = tax.ancestor_table
     idr = np.unique(tax.indices(id_ids))
     cand = tax.indices(pool_ids)
 
@@ -146,12 +146,13 @@ def build_cleaning_split(
     private_anc = _first_hit(anc, cand, private, prefer_far=True)
     r3 = private_anc >= 0
     # rule 4: sisters share a direct parent with an ID class
-    _, ppos = g.gather(tax._parent_ptr, idr)
+    parent_ptr, parent_idx = tax.parent_csr
+    _, ppos = g.gather(parent_ptr, idr)
     id_parent = np.zeros(n, dtype=bool)
-    id_parent[tax._parent_idx[ppos]] = True
-    cowner, cpos = g.gather(tax._parent_ptr, cand)
+    id_parent[parent_idx[ppos]] = True
+    cowner, cpos = g.gather(parent_ptr, cand)
     sister = np.zeros(len(cand), dtype=bool)
-    np.logical_or.at(sister, cowner, id_parent[tax._parent_idx[cpos]])
+    np.logical_or.at(sister, cowner, id_parent[parent_idx[cpos]])
     r4 = ~sister if sisters_only else np.zeros(len(cand), dtype=bool)
 
     rule = np.zeros(len(cand), dtype=np.int64)
@@ -162,7 +163,7 @@ def build_cleaning_split(
     below_id = _first_hit_desc(tax, cand, is_id)
     private_id = _private_owner(tax, private_anc, is_id)
     ex_of = _first_hit(anc, cand, np.isin(np.arange(n), ex_rows), prefer_far=False)
-    labels = tax._names
+    labels = tax.names
     ids = tax.ids
     reasons = []
     for i, r in enumerate(rule.tolist()):
@@ -225,7 +226,7 @@ def _first_hit_desc(
     tax: Taxonomy, cand: NDArray[np.int64], is_id: NDArray[np.bool_]
 ) -> NDArray[np.int64]:
     """For candidates that are hypernyms of ID classes, one ID class below each (smallest id)."""
-    anc = tax._anc
+    anc = tax.ancestor_table
     idr = np.flatnonzero(is_id)
     owner, pos = g.gather(anc.ptr, idr)
     a = anc.anc[pos]
@@ -241,7 +242,7 @@ def _private_owner(
     tax: Taxonomy, nodes: NDArray[np.int64], is_id: NDArray[np.bool_]
 ) -> NDArray[np.int64]:
     """The single ID class under each node (-1 where ``nodes`` is -1)."""
-    anc = tax._anc
+    anc = tax.ancestor_table
     idr = np.flatnonzero(is_id)
     owner, pos = g.gather(anc.ptr, idr)
     holder = np.full(len(tax), -1, dtype=np.int64)

@@ -51,7 +51,7 @@ from semshift.splits.registry import (
     ParamError,
     register_builder,
 )
-from semshift.taxonomy import _graph as g
+from semshift.taxonomy import graph as g
 from semshift.taxonomy.classlists import ClassList, load_classlist
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
@@ -153,12 +153,12 @@ def resolve_classes(
 
     if not ids:
         raise InputError(f"the {role} classes ({source}) are empty")
-    pos = taxonomy._index.get_indexer(pd.Index(ids, dtype=object))
+    pos = taxonomy.id_rows(ids)
     bad = np.flatnonzero(pos < 0)
     if len(bad):
         k = int(bad[0])
         raise UnknownNameError(
-            taxonomy._unknown_message(ids[k], where=f" ({where(k)}; {len(bad)} unknown in all)")
+            taxonomy.unknown_message(ids[k], where=f" ({where(k)}; {len(bad)} unknown in all)")
         )
     return ids, source
 
@@ -266,7 +266,7 @@ def build_ssb_split(
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else load_taxonomy(taxonomy)
     known_ids, known_src = resolve_classes(tax, known, "known")
     if pool is None:
-        leaves = np.flatnonzero(np.diff(tax._child_ptr) == 0)
+        leaves = tax.leaf_rows
         pool_ids, pool_src = [str(i) for i in tax.ids[leaves]], "taxonomy leaves"
     else:
         pool_ids, pool_src = resolve_classes(tax, pool, "pool")
@@ -463,13 +463,13 @@ def _gap(tax: Taxonomy, known: Sequence[str], cands: Sequence[str]) -> NDArray[n
 
     Candidates sharing nothing get their depth + 1 (they meet at a simulated root).
     """
-    anc = tax._anc
+    anc = tax.ancestor_table
     _, kpos = g.gather(anc.ptr, tax.indices(known))
     shared = np.zeros(len(tax), dtype=bool)
     shared[anc.anc[kpos]] = True
     rows = tax.indices(cands)
     owner, pos = g.gather(anc.ptr, rows)
-    depth = tax._min_depth_arr
+    depth = tax.min_depths
     best = np.full(len(rows), -1, dtype=np.int64)
     hit = shared[anc.anc[pos]]
     np.maximum.at(best, owner[hit], depth[anc.anc[pos][hit]])

@@ -51,7 +51,6 @@ from semshift.splits.registry import (
     register_builder,
 )
 from semshift.splits.ssb import resolve_classes
-from semshift.taxonomy import _graph as g
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
 from semshift.textio import read_csv, read_text
@@ -230,7 +229,7 @@ def _senses(tax: Taxonomy, name: str) -> list[int]:
 
 def _gather(tax: Taxonomy, rows: NDArray[np.int64], levels: int) -> NDArray[np.int64]:
     """Edges from ``rows`` down to each node (-1 if not below), breadth-first."""
-    dist, _ = g.bfs_levels(tax._child_ptr, tax._child_idx, rows, len(tax))
+    dist = tax.below(rows)
     return dist
 
 
@@ -426,7 +425,6 @@ def _match_by_embedding(
     """Assign pool classes to the super-class names no node matched, by text-embedding
     similarity of the names (above ``threshold``) and the hyponyms of the matches; updates
     ``best_dist``, ``owner`` and ``via`` in place where a class is nearer than before."""
-    n = len(tax)
     pool_names = [tax.label(int(r)) for r in pool_rows]
     emb_pool = _unit(enc.encode(pool_names))
     emb_sc = _unit(enc.encode([sc_names[k].replace("_", " ") for k in needs_embedding]))
@@ -440,7 +438,7 @@ def _match_by_embedding(
         hits = pool_rows[sim[j] > threshold]
         if len(hits) == 0:
             continue
-        dist, _ = g.bfs_levels(tax._child_ptr, tax._child_idx, hits, n)
+        dist = tax.below(hits)
         # matched classes count as one step away, their hyponyms further
         d = np.where(dist >= 0, dist + 1, -1)
         take = (d >= 1) & (d <= levels + 1) & in_pool & (d < best_dist)

@@ -26,7 +26,6 @@ NLTK, ``nltk.corpus.reader.wordnet``.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, Literal
@@ -35,8 +34,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from semshift.errors import TaxonomyFormatError, UnknownNameError
-from semshift.taxonomy import _graph as g
+from semshift.errors import TaxonomyFormatError, UnknownNameError, close_matches
+from semshift.taxonomy import graph as g
 
 Key = str | int | np.integer
 Measure = Literal["path", "lch", "wup"]
@@ -218,6 +217,50 @@ class Taxonomy:
     def _ecc(self) -> NDArray[np.int64]:
         return self._anc.eccentricity()
 
+    # ------------------------------------------------------------------ graph arrays
+    # Read-only views for vectorised builders (splits/): rows are node row numbers, CSR as in
+    # :mod:`semshift.taxonomy.graph`.
+
+    @property
+    def parent_csr(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """``(ptr, idx)``: the parents of row ``i`` are ``idx[ptr[i]:ptr[i + 1]]``."""
+        return _readonly(self._parent_ptr), _readonly(self._parent_idx)
+
+    @property
+    def child_csr(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """``(ptr, idx)``: the children of row ``i`` are ``idx[ptr[i]:ptr[i + 1]]``."""
+        return _readonly(self._child_ptr), _readonly(self._child_idx)
+
+    @property
+    def ancestor_table(self) -> g.AncestorTable:
+        """Every node's ancestors (itself included) with the shortest upward distance to each."""
+        return self._anc
+
+    @property
+    def min_depths(self) -> NDArray[np.int64]:
+        """Edges on the shortest root-to-node path, per row."""
+        return _readonly(self._min_depth_arr)
+
+    @property
+    def leaf_rows(self) -> NDArray[np.int64]:
+        """Rows of the nodes without children, ascending."""
+        return np.flatnonzero(np.diff(self._child_ptr) == 0)
+
+    @property
+    def names(self) -> list[str]:
+        """Display names by row (a copy)."""
+        return list(self._names)
+
+    def id_rows(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        """Row of each node id, ``-1`` for ids this taxonomy lacks (ids only: no aliases/lemmas)."""
+        return self._index.get_indexer(pd.Index(list(ids), dtype=object)).astype(np.int64)
+
+    def below(self, rows: ArrayLike) -> NDArray[np.int64]:
+        """Edges from the nearest of ``rows`` down to every node, ``-1`` where not below any."""
+        start = np.asarray(rows, dtype=np.int64)
+        dist, _ = g.bfs_levels(self._child_ptr, self._child_idx, start, len(self))
+        return dist
+
     def _column(self, name: str) -> list[str] | None:
         value = self._lazy[name]
         if callable(value):
@@ -268,9 +311,10 @@ class Taxonomy:
             raise UnknownNameError(
                 f"{key!r} names {len(hits)} nodes of {self.name}: {options}; use an id or alias"
             )
-        raise UnknownNameError(self._unknown_message(key))
+        raise UnknownNameError(self.unknown_message(key))
 
-    def _unknown_message(self, key: str, where: str = "") -> str:
+    def unknown_message(self, key: str, where: str = "") -> str:
+        """The error text for a key naming no node: lemma or alias hints, else did-you-mean."""
         hits = self._lemma_index.get(_norm(key), [])
         if key not in self._alias_index and hits:  # a word where an id was wanted
             options = ", ".join(f"{self._ids[i]} ({self.label(i)})" for i in hits[:8])
@@ -297,7 +341,7 @@ class Taxonomy:
             pool += self._aliases
         pool += list(self._lemma_index)
         prefix = [p for p in pool if p[:1].lower() == key_n[:1]] or pool
-        return difflib.get_close_matches(key_n if not key.startswith("n0") else key, prefix, n=n)
+        return close_matches(key_n if not key.startswith("n0") else key, prefix, n=n)
 
     def indices(self, keys: Iterable[Key], *, where: str = "") -> NDArray[np.int64]:
         """Row numbers of many keys (ids resolved in one vectorised look-up)."""
@@ -631,3 +675,9 @@ class Taxonomy:
                 "kind": self._edge_kind,
             }
         )
+
+
+def _readonly(a: NDArray[np.int64]) -> NDArray[np.int64]:
+    view = a.view()
+    view.flags.writeable = False
+    return view

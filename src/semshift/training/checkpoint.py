@@ -11,7 +11,7 @@ that JSON; the safetensors file is the one resuming reads (one atomic replace wr
 killed run leaves either the previous checkpoint or the new one, never half of one).
 
 Integrity: the metadata also holds the XXH3-128 checksum of every tensor and of the JSON
-(:mod:`semshift.features._tensor_checksums`), and :func:`read_checkpoint` recomputes them, so a
+(:mod:`semshift.features.tensor_checksums`), and :func:`read_checkpoint` recomputes them, so a
 damaged checkpoint (one flipped bit in a weight, a truncated file) is refused with
 :class:`CheckpointDamagedError` instead of being resumed. Each new checkpoint keeps the one it
 replaces as ``checkpoint.prev.safetensors`` (a hard link, so no copy is written), which the
@@ -38,7 +38,7 @@ from typing import Any
 from torch import Tensor
 
 from semshift.errors import InputError
-from semshift.features._tensor_checksums import CHECKSUMS_KEY, check_tensors, checksum_metadata
+from semshift.features.tensor_checksums import CHECKSUMS_KEY, check_tensors, checksum_metadata
 
 __all__ = [
     "CHECKPOINT",

@@ -4,7 +4,6 @@ head, optional feature maps and block outputs) over torchvision, timm, open_clip
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, close_matches
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 
@@ -131,7 +130,7 @@ class ModelAdapter:
         named = dict(self.module.named_modules())
         for key in wanted:
             if key not in named:
-                close = difflib.get_close_matches(key, list(named), n=3)
+                close = close_matches(key, list(named), n=3)
                 hint = f"; close: {', '.join(close)}" if close else ""
                 raise UnknownNameError(f"{self.name}: no module named {key!r}{hint}")
         grabbed: dict[str, Tensor] = {}
@@ -435,7 +434,7 @@ class HookAdapter(ModelAdapter):
         named = dict(module.named_modules())
         for block in blocks:
             if block not in named:
-                close = difflib.get_close_matches(block, list(named), n=3)
+                close = close_matches(block, list(named), n=3)
                 hint = f"; close: {', '.join(close)}" if close else ""
                 raise UnknownNameError(f"{name}: no module named {block!r} for `blocks`{hint}")
         self._blocks = tuple(blocks)
@@ -446,7 +445,7 @@ class HookAdapter(ModelAdapter):
             head = linears[-1]
         for what, key in (("head", head), ("layer", layer)):
             if key is not None and key not in named:
-                close = difflib.get_close_matches(key, list(named), n=3)
+                close = close_matches(key, list(named), n=3)
                 hint = f"; close: {', '.join(close)}" if close else ""
                 raise UnknownNameError(f"{name}: no module named {key!r} for `{what}`{hint}")
         if not isinstance(named[head], nn.Linear):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, close_matches
 
 from .adapters import OpenClipAdapter
 from .pretrained import (
@@ -100,7 +99,7 @@ def load_model(
             adapter = MODELS[name].build(num_classes=num_classes, **kwargs)
         else:
             pool = MODELS.names()
-            close = difflib.get_close_matches(name, pool, n=5)
+            close = close_matches(name, pool, n=5)
             raise UnknownNameError(
                 f"unknown model {name!r}"
                 + (f"; did you mean {', '.join(close)}?" if close else "")

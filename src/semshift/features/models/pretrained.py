@@ -4,7 +4,6 @@ preprocessing they were trained with."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from semshift.errors import InputError, UnknownNameError
+from semshift.errors import InputError, UnknownNameError, close_matches
 
 from .adapters import TimmAdapter, TorchvisionAdapter
 from .registry import _build_open_clip, _check_open_clip_arch, _check_timm_arch
@@ -64,7 +63,7 @@ def torchvision_weights(model: str, spec: str) -> Any:
         raise UnknownNameError(f"weights {spec!r} are not {model}'s ({enum.__name__})")
     members = list(enum.__members__)
     if key not in members:
-        close = difflib.get_close_matches(key, members, n=3)
+        close = close_matches(key, members, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(
             f"{model} has no weights {spec!r}{hint}; known: {', '.join(members)}"
@@ -323,7 +322,7 @@ def _resolve_timm(arch: str, spec: str) -> PretrainedWeights:
     known = timm.list_pretrained(arch + ".*")
     if full not in known:
         pool = known or timm.list_pretrained(arch + "*")
-        close = difflib.get_close_matches(full, pool, n=5, cutoff=0.5)
+        close = close_matches(full, pool, n=5, cutoff=0.5)
         hint = f"; close: {', '.join(close)}" if close else ""
         more = f", ... ({len(known)} in all)" if len(known) > 12 else ""
         listing = f"; known: {', '.join(known[:12])}{more}" if known else ""
@@ -369,7 +368,7 @@ def _resolve_open_clip(arch: str, spec: str) -> PretrainedWeights:
             raise UnknownNameError(
                 f"open_clip architecture {arch!r} has no pretrained tags; give a local weights file"
             )
-        close = difflib.get_close_matches(spec, tags, n=5, cutoff=0.5)
+        close = close_matches(spec, tags, n=5, cutoff=0.5)
         hint = f"; close: {', '.join(close)}" if close else ""
         raise UnknownNameError(
             f"open_clip has no pretrained tag {spec!r} for {arch}{hint}; known: {', '.join(tags)}"

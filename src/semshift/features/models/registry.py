@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import tempfile
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semshift.errors import UnknownNameError
+from semshift.errors import UnknownNameError, close_matches
 from semshift.registry import Registry
 
 from .adapters import OpenClipAdapter, TimmAdapter, TorchvisionAdapter
@@ -131,7 +130,7 @@ def _check_timm_arch(arch: str) -> None:
     import timm
 
     if arch not in timm.list_models():
-        close = difflib.get_close_matches(arch, timm.list_models(), n=5)
+        close = close_matches(arch, timm.list_models(), n=5)
         raise UnknownNameError(
             f"unknown timm model {arch!r}" + (f"; close: {', '.join(close)}" if close else "")
         )
@@ -164,7 +163,7 @@ def _check_open_clip_arch(arch: str) -> None:
 
     known = open_clip.list_models()
     if arch not in known:
-        close = difflib.get_close_matches(arch, known, n=5)
+        close = close_matches(arch, known, n=5)
         raise UnknownNameError(
             f"unknown open_clip architecture {arch!r}"
             + (f"; close: {', '.join(close)}" if close else "")

@@ -27,7 +27,7 @@ def _check_semshift_weights(path: Path, state: Mapping[str, Tensor]) -> None:
     ``model.safetensors``); a file without them (anyone else's) is taken as it is."""
     from safetensors import safe_open
 
-    from semshift.features._tensor_checksums import CHECKSUMS_KEY, check_tensors
+    from semshift.features.tensor_checksums import CHECKSUMS_KEY, check_tensors
 
     with safe_open(str(path), framework="pt") as fh:
         metadata = fh.metadata() or {}

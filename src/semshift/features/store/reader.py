@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import mmap
 import os
@@ -18,7 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from semshift.errors import InputError
+from semshift.errors import InputError, close_matches
 
 from ._io import (
     DEFAULT_BLOCK_ROWS,
@@ -248,7 +247,7 @@ class FeatureStore:
     def _check_names(self, names: Sequence[str]) -> None:
         for name in names:
             if name not in self.meta["arrays"]:
-                close = difflib.get_close_matches(name, self.array_names, n=3)
+                close = close_matches(name, self.array_names, n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(
                     f"{self._where()} has no array {name!r}{hint}; it has "
@@ -322,7 +321,7 @@ class FeatureStore:
             keep &= m
         for col, value in groups.items():
             if col not in self._columns:
-                close = difflib.get_close_matches(col, self._columns, n=3)
+                close = close_matches(col, self._columns, n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(
                     f"select(): {self._where()} has no column {col!r}{hint}; group columns: "
