@@ -2,14 +2,24 @@
 
 The detector registry is imported with the command anyway (it is cheap), so detector names are
 listed from it. The other registries import pandas, scipy or PyTorch (from 0.2 to 3 s), which
-every ``semshift`` call would pay at start-up; their names are written out here, and
+every ``semshift`` call would pay at start-up; their shipped names are written out here, and
 ``tests/test_cli_help.py`` keeps each list equal to its registry (a new name fails there until
 it is added here).
+
+Plugins still show: :func:`names` lists from the registry itself when it is already imported
+(something registered in this process) or when an installed package has an entry point in its
+group (importing the registry then costs only those who installed a plugin). The help strings
+call it inside the commands' annotations, which typer evaluates when it builds the command.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 #: ``semshift.protocols``: the protocols ``semshift evaluate`` runs on stores alone (``on_stores``)
 EVALUATE_PROTOCOLS = ("osr", "newclass_failure", "generalisation", "operating_point")
@@ -35,6 +45,72 @@ CORRUPTIONS = (
 )  # fmt: skip
 #: ``semshift.taxonomy.classlists``: the shipped class lists
 CLASS_LISTS = ("imagenet1k", "imagenet21k-p", "imagenet21k-p-winter21")
+
+
+@dataclass(frozen=True)
+class _Source:
+    builtin: tuple[str, ...]  # the shipped names, written out above
+    module: str  # the registry's module
+    live: Callable[[ModuleType], Iterable[str]]  # its names, from the imported module
+    group: str  # its entry-point group
+
+
+def _on_stores(m: Any) -> list[str]:
+    return [n for n in m.list_protocols() if m.get_protocol(n).on_stores]
+
+
+def _ranking(m: Any) -> list[str]:
+    return list(m.list_metrics(inputs=("scores", "is_ood")))
+
+
+_SOURCES = {
+    "evaluate_protocols": _Source(
+        EVALUATE_PROTOCOLS, "semshift.protocols", _on_stores, "semshift.protocols"
+    ),
+    "ranking_metrics": _Source(RANKING_METRICS, "semshift.metrics", _ranking, "semshift.metrics"),
+    "training_methods": _Source(
+        TRAINING_METHODS,
+        "semshift.training.methods",
+        lambda m: m.list_methods(),
+        "semshift.training_methods",
+    ),
+    "zsl_methods": _Source(
+        ZSL_METHODS,
+        "semshift.training.zsl.registry",
+        lambda m: m.list_zsl_methods(),
+        "semshift.zsl_methods",
+    ),
+    "benchmarks": _Source(
+        BENCHMARKS,
+        "semshift.catalog.benchmarks",
+        lambda m: m.list_benchmarks(),
+        "semshift.benchmarks",
+    ),
+}
+
+
+def _has_plugins(group: str) -> bool:
+    from importlib.metadata import entry_points
+
+    return bool(entry_points(group=group))
+
+
+def names(kind: str) -> tuple[str, ...]:
+    """The names of one registry-backed option (a key of ``_SOURCES``), plugins included.
+
+    The shipped names, unless the registry is already imported or a plugin is installed in its
+    entry-point group: then the registry's own list, in its order."""
+    src = _SOURCES[kind]
+    if src.module in sys.modules or _has_plugins(src.group):
+        live = list(src.live(importlib.import_module(src.module)))
+        shipped = [n for n in src.builtin if n in live]  # the written-out order first
+        return tuple(shipped + [n for n in live if n not in src.builtin])
+    return src.builtin
+
+
+def listed_names(kind: str) -> str:
+    """:func:`names` of one option, as :func:`listed` writes them."""
+    return listed(names(kind))
 
 
 def listed(names: Iterable[str], last: str = "or") -> str:

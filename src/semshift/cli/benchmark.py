@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -26,12 +26,16 @@ from semshift.cli._options import (
 )
 
 # --------------------------------------------------------------------------- benchmark
-BenchmarkArgument = Annotated[
-    str,
-    typer.Argument(
-        help=f"Benchmark name (semshift benchmark list): {_choices.listed(_choices.BENCHMARKS)}."
-    ),
-]
+
+
+def _benchmark_argument() -> Any:
+    """The NAME argument; called in each signature, which typer evaluates when it builds the
+    command, so a benchmark registered after this module was imported is listed too."""
+    return typer.Argument(
+        help=f"Benchmark name (semshift benchmark list): {_choices.listed_names('benchmarks')}."
+    )
+
+
 RootOption = Annotated[
     list[str] | None,
     typer.Option("--root", help="KEY=PATH: a dataset root the benchmark reads (repeatable)."),
@@ -160,7 +164,7 @@ def benchmark_list() -> None:
 
 @benchmark_app.command("check")
 def benchmark_check(
-    name: BenchmarkArgument,
+    name: Annotated[str, _benchmark_argument()],
     root: RootOption = None,
     train_per_class: TrainPerClassOption = None,
     keep_medium: KeepMediumOption = False,
@@ -186,7 +190,7 @@ def benchmark_check(
 
 @benchmark_app.command("run")
 def benchmark_run(
-    name: BenchmarkArgument,
+    name: Annotated[str, _benchmark_argument()],
     model: Annotated[str, typer.Option("--model", help="Model name (semshift.features).")],
     weights: Annotated[
         str, typer.Option("--weights", help="Weights file or torchvision name (IMAGENET1K_V2).")

@@ -43,11 +43,6 @@ def run_config(
     print_run(result)
 
 
-#: the ranking metrics, for --help (written out: :mod:`semshift.cli._choices`)
-_RANKING = _choices.listed(_choices.RANKING_METRICS)
-_PROTOCOLS = _choices.listed(_choices.EVALUATE_PROTOCOLS)
-
-
 def __getattr__(name: str) -> object:
     """``EVALUATE_PROTOCOLS`` (from the protocol registry) and the option parsers that moved to
     :mod:`semshift.run.from_stores` (``selections``, ``search_spec``), imported on first use:
@@ -98,12 +93,18 @@ def evaluate_stores(
     ] = None,
     protocol: Annotated[
         list[str] | None,
-        typer.Option(help=f"Protocol (repeatable; default osr): {_PROTOCOLS}."),
+        typer.Option(
+            help="Protocol (repeatable; default osr): "
+            + _choices.listed_names("evaluate_protocols")
+            + "."
+        ),
     ] = None,
     metric: Annotated[
         list[str] | None,
         typer.Option(
-            help=f"Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out): {_RANKING}."
+            help="Ranking metric (repeatable; default auroc fpr95 aupr_in aupr_out): "
+            + _choices.listed_names("ranking_metrics")
+            + "."
         ),
     ] = None,
     conventions: ConventionsOption = None,
@@ -161,7 +162,9 @@ def evaluate_stores(
         str,
         typer.Option(
             "--search-objective",
-            help=f"Ranking metric the search optimises: {_RANKING}.",
+            help="Ranking metric the search optimises: "
+            + _choices.listed_names("ranking_metrics")
+            + ".",
         ),
     ] = "auroc",
     force: ForceOption = False,

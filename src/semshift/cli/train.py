@@ -75,7 +75,7 @@ def train_model(
     method: Annotated[
         str | None,
         typer.Option(
-            help=f"Training method (default ce): {_choices.listed(_choices.TRAINING_METHODS)}."
+            help="Training method (default ce): " + _choices.listed_names("training_methods") + "."
         ),
     ] = None,
     param: Annotated[

@@ -32,8 +32,9 @@ def zsl_run(
         list[str] | None,
         typer.Option(
             "--method",
-            help="A zero-shot method (repeatable; default all eight): "
-            f"{_choices.listed(_choices.ZSL_METHODS)}.",
+            help="A zero-shot method (repeatable; default all): "
+            + _choices.listed_names("zsl_methods")
+            + ".",
         ),
     ] = None,
     split: Annotated[
