@@ -1,8 +1,9 @@
 """The split-builder commands (``semshift splits ssb`` ...) and their builders' params models
 declare the same parameters with the same defaults: the command's defaults are written out (the
 builder registry imports pandas, too slow for every command's start-up), and this test fails
-when a command and its model drift apart. ``semshift splits ssb`` and ``cleaning`` validate
-through the model, and ``zsl`` for its fractions and class options.
+when a command and its model drift apart. Every split-builder command validates its options
+through the model (``ssb``, ``cleaning``, ``superclass``, ``graded``; ``zsl`` for its fractions
+and class options).
 """
 
 from __future__ import annotations
@@ -31,15 +32,20 @@ MODEL_ONLY = {
     "ssb": {"gap_bins"},
     "cleaning": {"sisters_only"},  # --all-candidates is sisters_only: false
     "zsl": set(),
-    "superclass": {"nodes", "allow_empty", "iqr_factor", "easy", "iid"},
-    "graded": {"sem_distances", "cov_distances", "sem_edges", "cov_edges", "nlist"},
+    "superclass": {"nodes", "allow_empty"},
+    "graded": {"sem_distances", "cov_distances"},
 }
 #: defaults that differ on purpose: None on the command means the model's default (said in the
 #: option's help) or, for a seed, the run's seed (0)
 DEPARTURES = {
     ("cleaning", "exclude_subtrees"),  # None: organism.n.01, unless --no-exclude
     ("zsl", "seed"),  # the command's 0 is a run's default seed
-    ("superclass", "score_over"),  # None: 'all', and only with --scores
+    # None: the model's default (said in the help), and only with --scores
+    ("superclass", "score_over"),
+    ("superclass", "iqr_factor"),
+    ("superclass", "easy"),
+    ("superclass", "iid"),
+    ("graded", "levels"),  # None: 8, and policy 'fixed' takes its levels from the edges
     # the command computes the distances from features: required there, where a config may
     # give sem_distances and cov_distances instead
     ("graded", "id_features"),

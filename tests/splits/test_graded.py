@@ -311,4 +311,52 @@ def test_cli_graded_with_the_inverted_file(tmp_path, capsys):
         main([*args, "--out", str(tmp_path / "bad"), "--method", "hnsw"])
     assert exit_.value.code == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "must be one of auto, exact, ivf, got 'hnsw'" in err
+    assert "--method: unknown search method 'hnsw'; choose auto, exact, ivf" in err
+
+
+def test_cli_graded_with_fixed_edges(tmp_path, capsys):
+    """--policy fixed with --sem-edges / --cov-edges bins by the given edges; the params model
+    refuses the combinations that make no sense, one line naming the option."""
+    from semshift.cli import main
+
+    x, y = _clustered(300, 120, dim=8)
+    np.save(tmp_path / "id.npy", x)
+    np.save(tmp_path / "test.npy", y)
+    LAID(W=np.eye(8)).save(tmp_path / "laid.npz")
+    args = ["splits", "graded", "--id-features", str(tmp_path / "id.npy")]
+    args += ["--test-features", str(tmp_path / "test.npy"), "--laid", str(tmp_path / "laid.npz")]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(tmp_path / "free"), "--method", "exact"])
+    assert exit_.value.code == 0
+    free = pd.read_csv(tmp_path / "free" / "levels.csv")
+    sem, cov = free["d_sem"], free["d_cov"]
+    sem_edges = np.quantile(sem, [0, 0.5, 1]).round(6)
+    cov_edges = np.quantile(cov, [0, 0.5, 1]).round(6)
+    sem_edges[0], cov_edges[0] = 0.0, 0.0
+    sem_edges[-1], cov_edges[-1] = sem.max() + 1, cov.max() + 1
+    fixed = [
+        "--policy", "fixed", "--sem-edges", ",".join(map(str, sem_edges)),
+        "--cov-edges", ",".join(map(str, cov_edges)), "--min-count", "0",
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(tmp_path / "fixed"), "--method", "exact", *fixed])
+    assert exit_.value.code == 0
+    got = pd.read_csv(tmp_path / "fixed" / "levels.csv")
+    want_sem = np.where(got["d_sem"] < sem_edges[1], 1, 2)  # levels count from 1
+    np.testing.assert_array_equal(got["sem_level"], want_sem)
+    np.testing.assert_array_equal(got["cov_level"], np.where(got["d_cov"] < cov_edges[1], 1, 2))
+    cells = pd.read_csv(tmp_path / "fixed" / "cells.csv")
+    assert len(cells) == 4 and cells["count"].sum() == 120
+    capsys.readouterr()
+    for extra, message in (
+        (["--policy", "fixed"], "error: --sem-edges: required by policy 'fixed'"),
+        ([*fixed, "--levels", "3"], "error: --levels: policy 'fixed' takes its levels"),
+        (["--sem-edges", "0,1"], "error: --sem-edges: applies to policy 'fixed'"),
+        (["--policy", "fixed", "--sem-edges", "0,x"], "error: --sem-edges: expected numbers"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, "--out", str(tmp_path / "bad"), *extra])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(message), err
+        assert not (tmp_path / "bad").exists()

@@ -116,9 +116,13 @@ def test_cli_score_over(base: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert (base / out / "subclasses.csv").is_file() and (base / out / "audit.csv").is_file()
         assert f"score over {out} images" in capsys.readouterr().out
     for extra, message in (
-        (["--score-over", "kept"], "error: --score-over applies only with --scores"),
+        (["--score-over", "kept"], "error: --score-over: applies only with --scores"),
+        (["--iid", "50"], "error: --iid: applies only with --scores"),
         (["--scores", str(base / "scores.csv"), "--score-over", "mean"],
-         "error: --score-over must be 'all' or 'kept', got 'mean'"),
+         "error: --score-over: "),
+        (["--scores", str(base / "scores.csv"), "--easy", "50", "--iid", "30"],
+         "error: --iid: must exceed easy (50.0), got 30.0"),
+        (["--levels", "0"], "error: --levels: "),
     ):  # fmt: skip
         with pytest.raises(SystemExit) as done:
             _cli(base, "bad", *extra)
@@ -126,3 +130,22 @@ def test_cli_score_over(base: Path, capsys: pytest.CaptureFixture[str]) -> None:
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(message)
         assert not (base / "bad").exists()  # refused before any work
+
+
+def test_cli_takes_the_percentiles_and_iqr_factor(base: Path) -> None:
+    """--iqr-factor, --easy and --iid reach the split (recorded in its params) and move it."""
+    scores = str(base / "scores.csv")
+    with pytest.raises(SystemExit) as done:
+        _cli(base, "wide", "--scores", scores, "--iqr-factor", "3", "--easy", "5", "--iid", "95")
+    assert done.value.code == 0
+    split = json.loads((base / "wide" / "split.json").read_text())
+    assert {k: split["params"][k] for k in ("iqr_factor", "easy", "iid")} == {
+        "iqr_factor": 3.0,
+        "easy": 5.0,
+        "iid": 95.0,
+    }
+    with pytest.raises(SystemExit):
+        _cli(base, "default", "--scores", scores)
+    default = json.loads((base / "default" / "split.json").read_text())
+    assert (default["params"]["easy"], default["params"]["iid"]) == (20.0, 40.0)
+    assert split["bins"] != default["bins"]

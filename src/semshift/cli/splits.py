@@ -35,8 +35,14 @@ def builder_params(builder: str, values: dict[str, Any]) -> Any:
         head = f"{where}.params."
         if text.startswith(head):
             key, sep, rest = text[len(head) :].partition(": ")
-            option = BUILDER_OPTIONS.get(builder, {}).get(key, key.replace("_", "-"))
-            text = f"--{option}: {rest}" if sep else text
+            names = BUILDER_OPTIONS.get(builder, {})
+
+            def option(field: str) -> str:
+                return "--" + names.get(field, field.replace("_", "-"))
+
+            for field in values:  # "applies only with 'scores'" -> "... with --scores"
+                rest = rest.replace(f"'{field}'", option(field))
+            text = f"{option(key)}: {rest}" if sep else text
         raise InputError(text) from None
 
 
@@ -343,26 +349,42 @@ def splits_superclass(
             "released code; default) or the 'kept' ones inside 1.5 IQR."
         ),
     ] = None,
+    iqr_factor: Annotated[
+        float | None,
+        typer.Option(help="With --scores: images outside this many IQRs are outliers (1.5)."),
+    ] = None,
+    easy: Annotated[
+        float | None,
+        typer.Option(
+            help="With --scores: per super-class percentile of the scores below which a "
+            "sub-class is Hard, above it Easy (20)."
+        ),
+    ] = None,
+    iid: Annotated[
+        float | None,
+        typer.Option(help="With --scores: percentile above which a sub-class is IID (40)."),
+    ] = None,
 ) -> None:
     """SOOD super-classes: match names to nodes, gather sub-classes (no images needed); with
     --scores, the IID / Easy / Hard split of the sub-classes."""
-    from semshift.errors import InputError
-    from semshift.splits.superclass import SCORE_OVER, build_score_split, build_superclasses
+    from semshift.splits.superclass import build_score_split, build_superclasses
 
-    if score_over is not None and score_over not in SCORE_OVER:
-        raise InputError(f"--score-over must be 'all' or 'kept', got {score_over!r}")
-    if score_over is not None and scores is None:
-        raise InputError("--score-over applies only with --scores (the image-score stage)")
+    values: dict[str, Any] = {
+        "names": names, "pool": pool, "levels": levels, "min_subclasses": min_subclasses,
+        "threshold": threshold, "sense": sense, "scores": None if scores is None else str(scores),
+        "score_over": score_over, "iqr_factor": iqr_factor, "easy": easy, "iid": iid,
+    }  # fmt: skip
+    p = builder_params("superclass", values)
     t0 = time.perf_counter()
     result = build_superclasses(
-        names,
-        pool,
+        p.names,
+        p.pool,
         taxonomy=taxonomy,
-        levels=levels,
-        min_subclasses=min_subclasses,
-        threshold=threshold,
-        sense=sense,
-        allow_empty=True,
+        levels=p.levels,
+        min_subclasses=p.min_subclasses,
+        threshold=p.threshold,
+        sense=p.sense,
+        allow_empty=p.allow_empty,
     )
     result.write(out)
     t = result.superclasses
@@ -376,10 +398,12 @@ def splits_superclass(
     console.print(table)
     written = "split.json, audit.csv, superclasses.csv"
     if scores is not None:
-        stage2 = build_score_split(result, scores, score_over=score_over or "all")
+        stage2 = build_score_split(
+            result, scores, iqr_factor=p.iqr_factor, easy=p.easy, iid=p.iid, score_over=p.score_over
+        )
         stage2.write(out)  # its split.json (IID / Easy / Hard bins) replaces stage 1's
         counts = stage2.manifest.extra["counts"]
-        split_table = Table(title=f"sub-class splits (score over {score_over or 'all'} images)")
+        split_table = Table(title=f"sub-class splits (score over {p.score_over} images)")
         for col in ("split", "sub-classes"):
             split_table.add_column(col)
         for name in ("iid", "easy", "hard"):
@@ -391,6 +415,18 @@ def splits_superclass(
         f"{int(t.loc[t.kept, 'subclasses'].sum())} sub-classes | wrote {out}/{written} "
         f"in {time.perf_counter() - t0:.1f} s"
     )
+
+
+def _floats(text: str | None, option: str) -> list[float] | None:
+    """``"0,0.5,1"`` -> ``[0.0, 0.5, 1.0]``; a bad number is one line naming the option."""
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise SemshiftError(
+            f"{option}: expected numbers separated by commas, got {text!r}"
+        ) from None
 
 
 def _load_npy(path: Path, what: str):
@@ -408,13 +444,25 @@ def splits_graded(
     test_features: Annotated[Path, typer.Option(help="Test image embeddings, (N, l) .npy.")],
     laid: Annotated[Path, typer.Option(help="A trained LAID matrix (.npz).")],
     out: Annotated[Path, typer.Option(help="Output directory (levels.csv, cells.csv).")],
-    levels: Annotated[int, typer.Option(help="Levels per axis.")] = 8,
+    levels: Annotated[
+        int | None, typer.Option(help="Levels per axis (default 8; not with policy fixed).")
+    ] = None,
     policy: Annotated[str, typer.Option(help="equal-width, quantile or fixed.")] = "equal-width",
     min_count: Annotated[int, typer.Option(help="Cells with fewer images are N/A.")] = 10,
+    sem_edges: Annotated[
+        str | None,
+        typer.Option(help="Policy fixed: increasing level edges of D_sem, e.g. 0,0.2,0.4,0.6."),
+    ] = None,
+    cov_edges: Annotated[
+        str | None, typer.Option(help="Policy fixed: increasing level edges of D_cov.")
+    ] = None,
     method: Annotated[
         str,
         typer.Option(help="Nearest-ID search: exact, ivf (approximate) or auto (ivf if large)."),
     ] = "auto",
+    nlist: Annotated[
+        int | None, typer.Option(help="ivf: cells of the inverted file (default: by size).")
+    ] = None,
     nprobe: Annotated[
         int | None, typer.Option(help="ivf: cells probed per test image (more: more exact).")
     ] = None,
@@ -422,16 +470,26 @@ def splits_graded(
     """IS-OOD graded shift levels: D_sem / D_cov to the nearest ID image, binned n x n."""
     from semshift.splits.graded import LAID, graded_grid
 
+    values: dict[str, Any] = {
+        "id_features": str(id_features), "test_features": str(test_features), "laid": str(laid),
+        "levels": levels, "policy": policy, "min_count": min_count, "method": method,
+        "sem_edges": _floats(sem_edges, "--sem-edges"),
+        "cov_edges": _floats(cov_edges, "--cov-edges"), "nlist": nlist, "nprobe": nprobe,
+    }  # fmt: skip
+    p = builder_params("graded", values)
     model = LAID.load(laid)
     samples, cells = graded_grid(
         _load_npy(id_features, "--id-features"),
         _load_npy(test_features, "--test-features"),
         model,
-        n_levels=levels,
-        policy=policy,
-        min_count=min_count,
-        method=method,
-        nprobe=nprobe,
+        n_levels=p.levels,
+        policy=p.policy,
+        min_count=p.min_count,
+        sem_edges=p.sem_edges,
+        cov_edges=p.cov_edges,
+        method=p.method,
+        nlist=p.nlist,
+        nprobe=p.nprobe,
     )
     out.mkdir(parents=True, exist_ok=True)
     samples.to_csv(out / "levels.csv", index_label="row")
@@ -442,7 +500,7 @@ def splits_graded(
     for c in grid.columns:
         table.add_column(str(c), justify="right")
     for lvl, row in grid.iterrows():
-        table.add_row(str(lvl), *(str(v) if v >= min_count else f"({v})" for v in row))
+        table.add_row(str(lvl), *(str(v) if v >= p.min_count else f"({v})" for v in row))
     console.print(table)
     search = cells.attrs["search"]
     how = search["method"]
