@@ -33,9 +33,10 @@ LAYERS: dict[str, int] = {
     "training": 3,
     "report": 4,
     "run": 5,
-    "demo": 6,
-    "cli": 7,
-    "__main__": 8,  # ``python -m semshift``: the command
+    "study": 6,
+    "demo": 7,
+    "cli": 8,
+    "__main__": 9,  # ``python -m semshift``: the command
 }
 
 
