@@ -36,8 +36,16 @@ def study_dict(root: Path, **over: Any) -> dict[str, Any]:
         if not weights.exists():
             torch.manual_seed(seed)
             torch.save(MODELS[TINY_CNN].build(num_classes=3).module.state_dict(), weights)
-        models.append({"name": TINY_CNN, "weights": weights.name, "num_classes": 3,
-                       "preset": "resize32-crop32", "batch_size": 8, "label": f"tiny{seed}"})
+        models.append(
+            {
+                "name": TINY_CNN,
+                "weights": weights.name,
+                "num_classes": 3,
+                "preset": "resize32-crop32",
+                "batch_size": 8,
+                "label": f"tiny{seed}",
+            }
+        )
     data = {
         "id_train": {"images": "img/train"},
         "id_test": {"images": "img/test"},

@@ -23,6 +23,7 @@ from semshift.cli import (  # noqa: F401  (each module registers its commands on
     runs,
     splits,
     store,
+    study,
     taxonomy,
     train,
     zsl,

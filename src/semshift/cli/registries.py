@@ -1,6 +1,7 @@
 """``semshift list [KIND]``: the names in any registry (detectors, metrics, protocols, split
-builders, training methods, zero-shot methods, models, dataset layouts, benchmarks, command
-groups), each with its one-line description; plugins installed through entry points included.
+builders, training methods, zero-shot methods, models, dataset layouts, benchmarks, model zoos,
+command groups), each with its one-line description; plugins installed through entry points
+included.
 
 The kinds are read from :data:`KINDS` (the module and the name of each registry), so the
 command imports only the registry asked for: listing benchmarks does not import PyTorch.
@@ -31,6 +32,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "models": ("semshift.features.models", "MODELS"),
     "layouts": ("semshift.catalog.layouts", "LAYOUTS"),
     "benchmarks": ("semshift.catalog.benchmarks", "BENCHMARKS"),
+    "zoos": ("semshift.study.zoos", "ZOOS"),
     "command-groups": ("semshift.cli._app", "COMMAND_GROUPS"),
 }
 

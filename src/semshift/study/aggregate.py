@@ -3,7 +3,8 @@ accuracy-vs-detection relation across models.
 
 All of it is vectorised over groups: the bootstrap over models draws one matrix of model
 indices per call (``n_resamples x n_models``, the same for every group, so intervals of two
-detectors are paired) and evaluates every group of a block at once.
+detectors are paired) and evaluates every group of a block at once. Models are drawn in sorted
+label order, so the numbers do not depend on the order of the rows.
 
 Conventions
 -----------
@@ -133,7 +134,7 @@ def aggregate_over_models(
     if not 0 < level < 1:
         raise InputError(f"aggregate_over_models: level must be in (0, 1), got {level}")
     per_model = model_values(results)
-    models = list(dict.fromkeys(per_model["model"]))
+    models = sorted(set(per_model["model"]))  # the draws index models in this order
     groups, mat = _matrix(per_model, models)
     _, failed = _matrix(per_model.assign(value=per_model["n_failed"].astype(float)), models)
     ok = np.isfinite(mat)
@@ -281,7 +282,7 @@ def accuracy_relation(
         return empty
     keys = ["dataset", "set", "split", "detector", "metric"]
     points = points[["dataset", "model", "accuracy", *keys[1:], "value"]].reset_index(drop=True)
-    models = list(dict.fromkeys(points["model"]))
+    models = sorted(set(points["model"]))
     groups, y = _matrix(points.assign(value=points["value"]), models)
     _, x = _matrix(points.assign(value=points["accuracy"]), models)
     groups = groups[[k for k in keys if k in groups.columns]]

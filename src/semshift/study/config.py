@@ -30,16 +30,17 @@ cache, or two cells that would write the same folder is one line naming the cell
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from semshift.errors import InputError, close_matches
+from semshift.study.entries import DatasetEntry, ModelEntry, ZooEntry, _Strict
+from semshift.study.zoos import get_zoo, missing_weights
 
 __all__ = [
     "Cell",
@@ -53,62 +54,6 @@ __all__ = [
 
 #: a label or dataset name becomes a folder name: letters, digits, ``.``, ``_``, ``-``, ``+``
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelEntry(_Strict):
-    """One model: a run configuration's ``model:`` block, plus the label its cells go by."""
-
-    name: str
-    weights: str | None = None
-    label: str | None = None
-    num_classes: int | None = Field(default=None, ge=1)
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    preset: str | None = None
-    batch_size: int | None = Field(default=None, ge=1)
-    device: str | None = None
-
-    def model_block(self) -> dict[str, Any]:
-        """The run configuration's ``model:`` block (unset keys left to the run's defaults)."""
-        return self.model_dump(exclude={"label"}, exclude_none=True, exclude_defaults=True) | {
-            "name": self.name
-        }
-
-    @property
-    def key(self) -> str:
-        """The label, else ``name`` (with ``@weights`` when weights are named)."""
-        if self.label:
-            return self.label
-        if self.weights is None:
-            return self.name.replace("/", "_")
-        return f"{self.name}@{Path(self.weights).stem if os.sep in self.weights else self.weights}"
-
-
-class ZooEntry(_Strict):
-    """Every member of a named zoo (:mod:`semshift.study.zoos`)."""
-
-    zoo: str
-    only: list[str] | None = None  # members kept (by label), in the zoo's order
-    weights: dict[str, str] = Field(default_factory=dict)  # label -> weights replacing the zoo's
-    batch_size: int | None = Field(default=None, ge=1)
-    device: str | None = None
-
-
-class DatasetEntry(_Strict):
-    """One dataset: a catalog benchmark on the user's roots, or a ``data:`` block."""
-
-    benchmark: str | None = None
-    roots: dict[str, str] = Field(default_factory=dict)
-    options: dict[str, Any] = Field(default_factory=dict)
-    data: dict[str, Any] | None = None
-    splits: dict[str, Any] | None = None
-    taxonomy: str | None = None
-    classes: str | None = None
-    protocols: dict[str, Any] | None = None
-    num_classes: int | None = Field(default=None, ge=1)  # the models' head on this dataset
 
 
 class StudyConfig(_Strict):
@@ -246,8 +191,6 @@ def _read(path: Path) -> Any:
 
 
 def _models(cfg: StudyConfig, source: str) -> list[ModelEntry]:
-    from semshift.study.zoos import get_zoo
-
     out: list[ModelEntry] = []
     for k, entry in enumerate(cfg.models):
         if isinstance(entry, ModelEntry):
@@ -398,8 +341,6 @@ def load_study(
     _import_plugins(cfg.plugins, source)
     models = _models(cfg, source)
     if check_weights:
-        from semshift.study.zoos import missing_weights
-
         for m in models:
             why = missing_weights(m.name, m.weights, base)
             if why is not None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from semshift.errors import InputError
 from semshift.registry import Registry
-from semshift.study.config import ModelEntry
+from semshift.study.entries import ModelEntry
 
 __all__ = ["ZOOS", "Zoo", "get_zoo", "list_zoos", "missing_weights", "register_zoo"]
 
