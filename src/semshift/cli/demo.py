@@ -49,6 +49,14 @@ def demo(
             help="--ssb-table1 only: a YAML file (examples/configs/demo/ssb_table1.yaml)."
         ),
     ] = None,
+    study: Annotated[
+        bool,
+        typer.Option(
+            "--study",
+            help="Instead of the default run: a study of four GlyphNet widths on the open-set "
+            "bins (mean over models, ranks, accuracy vs AUROC across models) under OUT/study.",
+        ),
+    ] = False,
     force: ForceOption = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -59,8 +67,13 @@ def demo(
 
     t0 = time.perf_counter()
     preset = get_preset(size)
+    if ssb_table1 and study:
+        raise SemshiftError("--ssb-table1 and --study are exclusive")
     if ssb_table1:
         _demo_table1(out, seed, preset.params, config, all_detectors, force, quiet)
+        return
+    if study:
+        _demo_study(out, seed, preset, config, all_detectors, force, quiet)
         return
     if config is not None:
         raise SemshiftError("--config applies only with --ssb-table1")
@@ -75,6 +88,45 @@ def demo(
     result = run(data.config(out / "run", **settings), progress=not quiet, force=force)
     print_run(result)
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s")
+
+
+def _demo_study(
+    out: Path,
+    seed: int,
+    preset: Any,
+    config: Path | None,
+    all_detectors: bool,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """``semshift demo --study``: :func:`semshift.demo.study.demo_study`."""
+    from semshift.demo.study import demo_study
+
+    if config is not None or all_detectors:
+        raise SemshiftError("--config and --all-detectors do not apply with --study")
+    t0 = time.perf_counter()
+    result = demo_study(
+        out, seed=seed, params=preset.params, n_resamples=preset.run.get("n_resamples", 1000),
+        force=force, progress=not quiet, log=None if quiet else console.print,
+    )  # fmt: skip
+    from semshift.report.study import over_models_table, relation_table
+
+    for table in (
+        over_models_table(result.summary, "glyphs", "osr", ("auroc", "oscr")),
+        relation_table(result.relation, "glyphs", "auroc"),
+    ):
+        if table is not None:
+            console.print(table.to_rich())
+    failed = result.failed
+    console.print(
+        f"demo study finished in {time.perf_counter() - t0:.1f} s: "
+        f"{len(result.outcomes) - len(failed)} of {len(result.outcomes)} cells | wrote "
+        f"{result.study.output}/report.html, summary.csv, relation.csv"
+    )
+    if failed:
+        for o in failed:
+            console.print(f"  {o.cell.name}: {o.reason}", markup=False)
+        raise typer.Exit(1)
 
 
 def _demo_table1(

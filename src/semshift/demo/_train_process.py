@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
         val_images=arrays.get("val_images"), val_labels=arrays.get("val_labels"),
         epochs=settings["epochs"], batch_size=settings["batch_size"], lr=settings["lr"],
         weight_decay=settings["weight_decay"], seed=settings["seed"], threads=1,
-        progress=progress,
+        progress=progress, widths=tuple(settings.get("widths", (16, 32, 64, 128))),
     )  # fmt: skip
     state = {k: v.contiguous() for k, v in result.adapter.module.state_dict().items()}
     save_file(state, str(work / "weights.safetensors"))

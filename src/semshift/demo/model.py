@@ -195,6 +195,7 @@ def train(
     seed: int = 0,
     threads: int | None = None,
     progress: Callable[[int, int], Any] | None = None,
+    widths: tuple[int, int, int, int] = (16, 32, 64, 128),
 ) -> TrainResult:
     """Train GlyphNet on CPU with AdamW and a one-cycle schedule, deterministically.
 
@@ -223,6 +224,8 @@ def train(
     demo's AUROCs by a point. :func:`train_pinned` removes both.
     progress : callable, optional
         ``progress(batches_done, batches_total)`` after each batch.
+    widths : four int
+        GlyphNet's channel widths (the demo's model: the default).
 
     Raises
     ------
@@ -238,7 +241,7 @@ def train(
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            net = GlyphNet(num_classes)
+            net = GlyphNet(num_classes, widths=tuple(widths))  # type: ignore[arg-type]
             gen = torch.Generator().manual_seed(seed)
             x_all = to_input(images)
             y_all = torch.from_numpy(np.asarray(labels, np.int64))
@@ -332,6 +335,7 @@ def train_pinned(
     weight_decay: float = 5e-4,
     seed: int = 0,
     progress: Callable[[int, int], Any] | None = None,
+    widths: tuple[int, int, int, int] = (16, 32, 64, 128),
 ) -> TrainResult:
     """:func:`train` in a child process whose arithmetic does not depend on threads or CPU.
 
@@ -359,6 +363,7 @@ def train_pinned(
             "num_classes": int(num_classes), "epochs": int(epochs),
             "batch_size": int(batch_size), "lr": float(lr),
             "weight_decay": float(weight_decay), "seed": int(seed),
+            "widths": [int(w) for w in widths],
         }  # fmt: skip
         (work / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
         env = {**os.environ, **PINNED_NUMERICS}
@@ -380,7 +385,7 @@ def train_pinned(
                 f"{last[-1] if last else 'no message'}"
             )
         out = json.loads((work / "result.json").read_text(encoding="utf-8"))
-        net = GlyphNet(num_classes)
+        net = GlyphNet(num_classes, widths=tuple(widths))  # type: ignore[arg-type]
         net.load_state_dict(load_file(str(work / "weights.safetensors")))
     net.eval()
     return TrainResult(

@@ -44,10 +44,20 @@ def _columns(frame: pd.DataFrame) -> tuple[list[tuple[str, str]], list[Column]]:
     return keys, cols
 
 
-def over_models_table(summary: pd.DataFrame, dataset: str, protocol: str) -> Table | None:
+def over_models_table(
+    summary: pd.DataFrame,
+    dataset: str,
+    protocol: str,
+    metrics: Sequence[str] | None = None,
+    *,
+    key: str = "",
+) -> Table | None:
     """Mean over models (with its bootstrap CI) of every detector on one dataset and protocol:
-    rows detectors, columns set x metric; closed-set accuracy (no detector) in the caption."""
+    rows detectors, columns set x metric (``metrics`` only, when given); closed-set accuracy
+    (no detector) in the caption."""
     rows = summary[(summary["dataset"] == dataset) & (summary["protocol"] == protocol)]
+    if metrics is not None:
+        rows = rows[rows["metric"].isin(list(metrics)) | rows["detector"].isna()]
     if rows.empty:
         return None
     rows = rows.assign(set_label=rows.apply(_set_label, axis=1))
@@ -74,8 +84,10 @@ def over_models_table(summary: pd.DataFrame, dataset: str, protocol: str) -> Tab
         f"Mean over {n} model{'s' if n != 1 else ''} [{'bootstrap CI over models'}] "
         f"x100; best bold.{extra}"
     )
-    return Table(f"study-{dataset}-{protocol}", f"{dataset}: {protocol}, mean over models",
-                 caption, "Detector", cols, detectors, cells)  # fmt: skip
+    what = "" if metrics is None else f" ({', '.join(metric_label(m) for m in metrics)})"
+    return Table(f"study-{dataset}-{protocol}{key}",
+                 f"{dataset}: {protocol}, mean over models{what}", caption, "Detector", cols,
+                 detectors, cells)  # fmt: skip
 
 
 def per_model_table(
@@ -140,10 +152,11 @@ def relation_table(relation: pd.DataFrame, dataset: str, metric: str) -> Table |
                                      getattr(r, f"{name}_high")))  # fmt: skip
         cells.append(line)
     n = int(rows["n_models"].max())
+    few = " With fewer than 8 models the bootstrap CI says little." if n < 8 else ""
     return Table(f"study-{dataset}-relation-{metric}",
                  f"{dataset}: closed-set accuracy vs {metric_label(metric)} across models",
                  f"Correlation over {n} models [bootstrap CI over models]. SSB's claim: a "
-                 "better closed-set classifier is a better open-set one (positive).",
+                 f"better closed-set classifier is a better open-set one (positive).{few}",
                  "Detector", cols, detectors, cells)  # fmt: skip
 
 
@@ -222,14 +235,20 @@ def write_study_report(
     def add(table: Table | None) -> None:
         if table is None:
             return
-        md.extend([f"### {table.title}", "", table.to_markdown(), ""])
-        body.extend([f"<h3>{html.escape(table.title)}</h3>", table.to_html()])
+        md.extend([table.to_markdown(), ""])
+        body.append(table.to_html())
 
     for dataset in dict.fromkeys(summary["dataset"]):
         md += [f"## {dataset}", ""]
         body.append(f"<h2>{html.escape(str(dataset))}</h2>")
         for protocol in dict.fromkeys(summary.loc[summary["dataset"] == dataset, "protocol"]):
-            add(over_models_table(summary, dataset, protocol))
+            here = summary[(summary["dataset"] == dataset) & (summary["protocol"] == protocol)]
+            metrics = list(dict.fromkeys(here.loc[here["detector"].notna(), "metric"]))
+            head = [m for m in ("auroc", "oscr") if m in metrics]
+            rest = [m for m in metrics if m not in head]
+            add(over_models_table(summary, dataset, protocol, head or None))
+            if head and rest:
+                add(over_models_table(summary, dataset, protocol, rest, key="-more"))
             add(mean_rank_table(mean_ranks, dataset, protocol))
             sub = values[(values["dataset"] == dataset) & (values["protocol"] == protocol)]
             if sub["model"].nunique() > 1:

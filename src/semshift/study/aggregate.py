@@ -49,6 +49,31 @@ def _keys(frame: pd.DataFrame) -> list[str]:
     return [c for c in GROUP_COLUMNS if c in frame.columns]
 
 
+def _groups(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[NDArray[np.int64], pd.DataFrame]:
+    """Group number of every row (first-seen order) and the groups' keys, nulls kept as None.
+
+    Each key column is factorised (a null is a value of its own), the codes combined into one
+    integer per row, and that integer made dense: no Python loop over rows or groups.
+    """
+    if not len(frame):
+        return np.zeros(0, np.int64), pd.DataFrame(columns=list(keys))
+    codes, sizes = [], []
+    for k in keys:
+        c, uniques = pd.factorize(frame[k], use_na_sentinel=False)
+        codes.append(c.astype(np.int64))
+        sizes.append(max(1, len(uniques)))
+    flat = np.ravel_multi_index(codes, sizes) if codes else np.zeros(len(frame), np.int64)
+    _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # unique ids -> first-seen rank
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    groups = frame.iloc[first[order]][list(keys)].reset_index(drop=True)
+    for k in keys:
+        column = groups[k].astype(object)
+        groups[k] = column.where(column.notna(), None)
+    return rank[inverse.ravel()], groups
+
+
 def model_values(results: pd.DataFrame) -> pd.DataFrame:
     """One value per (group, model): the mean over the model's seeds of its finite values.
 
@@ -58,45 +83,26 @@ def model_values(results: pd.DataFrame) -> pd.DataFrame:
     if results.empty:
         return pd.DataFrame(columns=[*GROUP_COLUMNS, "model", "value", "n_seeds", "n_failed"])
     keys = [*_keys(results), "model"]
-    frame = results[[*keys, "value"]].copy()
-    for k in keys:  # groupby drops null keys: give them a sentinel, restored below
-        frame[k] = frame[k].astype(object).where(frame[k].notna(), _NULL)
-    ok = np.isfinite(frame["value"].to_numpy(np.float64))
-    frame["_ok"] = ok
-    frame["_v"] = np.where(ok, frame["value"].to_numpy(np.float64), 0.0)
-    g = frame.groupby(keys, sort=False)
-    out = g.agg(_sum=("_v", "sum"), n_seeds=("_ok", "sum"), _rows=("_ok", "size")).reset_index()
+    gid, out = _groups(results, keys)
+    value = results["value"].to_numpy(np.float64)
+    ok = np.isfinite(value)
+    n = len(out)
+    total = np.bincount(gid, weights=np.where(ok, value, 0.0), minlength=n)
+    n_seeds = np.bincount(gid, weights=ok, minlength=n).astype(np.int64)
+    rows = np.bincount(gid, minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["value"] = out["_sum"] / out["n_seeds"].where(out["n_seeds"] > 0)
-    out["n_failed"] = out["_rows"] - out["n_seeds"]
-    out = out.drop(columns=["_sum", "_rows"])
-    for k in keys:
-        out[k] = _restore(out[k])
+        out["value"] = total / np.where(n_seeds > 0, n_seeds, np.nan)
+    out["n_seeds"] = n_seeds
+    out["n_failed"] = rows - n_seeds
     return out
-
-
-#: the stand-in for a null key while grouping (groupby drops nulls; no real key is this)
-_NULL = "\x00null"
-
-
-def _restore(column: pd.Series) -> pd.Series:
-    values = column.astype(object)
-    return values.where(values != _NULL, None)
 
 
 def _matrix(values: pd.DataFrame, models: Sequence[str]) -> tuple[pd.DataFrame, NDArray]:
     """(groups, models) matrix of values (NaN where a model has none), and the group keys."""
-    keys = _keys(values)
-    frame = values.copy()
-    for k in keys:
-        frame[k] = frame[k].astype(object).where(frame[k].notna(), _NULL)
-    groups = frame[keys].drop_duplicates().reset_index(drop=True)
-    gid = pd.MultiIndex.from_frame(groups).get_indexer(pd.MultiIndex.from_frame(frame[keys]))
-    mid = pd.Index(list(models)).get_indexer(frame["model"])
+    gid, groups = _groups(values, _keys(values))
+    mid = pd.Index(list(models)).get_indexer(values["model"])
     mat = np.full((len(groups), len(models)), np.nan)
-    mat[gid, mid] = frame["value"].to_numpy(np.float64)
-    for k in keys:
-        groups[k] = _restore(groups[k])
+    mat[gid, mid] = values["value"].to_numpy(np.float64)
     return groups, mat
 
 
@@ -111,6 +117,7 @@ def aggregate_over_models(
     n_resamples: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    values: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Mean, standard deviation and a bootstrap CI over models, per group.
 
@@ -124,6 +131,8 @@ def aggregate_over_models(
         Two-sided level of the percentile interval.
     seed : int
         Seed of the model draws (one draw matrix for every group: paired intervals).
+    values : DataFrame, optional
+        :func:`model_values` of ``results``, when already computed.
 
     Returns
     -------
@@ -133,7 +142,7 @@ def aggregate_over_models(
     """
     if not 0 < level < 1:
         raise InputError(f"aggregate_over_models: level must be in (0, 1), got {level}")
-    per_model = model_values(results)
+    per_model = model_values(results) if values is None else values
     models = sorted(set(per_model["model"]))  # the draws index models in this order
     groups, mat = _matrix(per_model, models)
     _, failed = _matrix(per_model.assign(value=per_model["n_failed"].astype(float)), models)
@@ -180,7 +189,7 @@ def _direction(metrics: pd.Series) -> NDArray[np.bool_]:
     return metrics.map(table).to_numpy(bool)
 
 
-def detector_ranks(results: pd.DataFrame) -> pd.DataFrame:
+def detector_ranks(results: pd.DataFrame, *, values: pd.DataFrame | None = None) -> pd.DataFrame:
     """Rank of each detector among the study's detectors, per model and group.
 
     Rank 1 is the best value (the metric's direction); ties share the average rank; a detector
@@ -192,7 +201,7 @@ def detector_ranks(results: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         ``model``, ``GROUP_COLUMNS``, ``value`` and ``rank``.
     """
-    per_model = model_values(results)
+    per_model = model_values(results) if values is None else values
     per_model = per_model[per_model["detector"].notna() & np.isfinite(per_model["value"])]
     if per_model.empty:
         return per_model.assign(rank=pd.Series(dtype=float))
@@ -200,10 +209,8 @@ def detector_ranks(results: pd.DataFrame) -> pd.DataFrame:
     higher = _direction(per_model["metric"])
     per_model["_key"] = np.where(higher, -per_model["value"], per_model["value"])
     keys = [k for k in _keys(per_model) if k != "detector"] + ["model"]
-    frame = per_model.copy()
-    for k in keys:
-        frame[k] = frame[k].astype(object).where(frame[k].notna(), _NULL)
-    per_model["rank"] = frame.groupby(keys, sort=False)["_key"].rank(method="average")
+    gid, _ = _groups(per_model, keys)
+    per_model["rank"] = per_model["_key"].groupby(gid, sort=False).rank(method="average")
     return per_model.drop(columns=["_key", "n_seeds", "n_failed"])
 
 
@@ -243,6 +250,7 @@ def accuracy_relation(
     n_resamples: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    values: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """SSB's claim across models: closed-set accuracy against each detector's AUROC / OSCR.
 
@@ -269,10 +277,13 @@ def accuracy_relation(
             columns=["dataset", "model", "accuracy", "set", "split", "detector", "metric", "value"]
         ),
     )
-    rows = results[results["protocol"] == protocol] if "protocol" in results else results[:0]
-    if rows.empty:
+    if values is not None:
+        per_model = values[values["protocol"] == protocol]
+    else:
+        rows = results[results["protocol"] == protocol] if "protocol" in results else results[:0]
+        per_model = model_values(rows)
+    if per_model.empty:
         return empty
-    per_model = model_values(rows)
     acc = per_model[(per_model["metric"] == "accuracy") & per_model["detector"].isna()]
     acc = acc[["dataset", "model", "value"]].rename(columns={"value": "accuracy"})
     det = per_model[per_model["metric"].isin(list(metrics)) & per_model["detector"].notna()]
@@ -286,35 +297,41 @@ def accuracy_relation(
     groups, y = _matrix(points.assign(value=points["value"]), models)
     _, x = _matrix(points.assign(value=points["accuracy"]), models)
     groups = groups[[k for k in keys if k in groups.columns]]
-    n = np.isfinite(y).sum(axis=1)
+    both = np.isfinite(y) & np.isfinite(x)
+    n = both.sum(axis=1)
+    stats = np.full((len(groups), 6), np.nan)  # pearson, spearman, then low / high of each
+    alpha = (1 - level) / 2
+    full = np.flatnonzero(n == len(models))  # every model: one vectorised pass
+    if len(full) and len(models) >= 3:
+        stats[full] = _correlations(x[full], y[full], n_resamples, seed, alpha)
+    for g in np.flatnonzero((n >= 3) & (n < len(models))):  # groups some models lack
+        have = both[g]
+        stats[g] = _correlations(x[g, have][None], y[g, have][None], n_resamples, seed, alpha)[0]
     out = groups.copy()
     out["n_models"] = n
-    for name in ("pearson", "spearman", "pearson_low", "pearson_high", "spearman_low",
-                 "spearman_high"):  # fmt: skip
-        out[name] = np.nan
-    full = n == len(models)  # correlations over the models that have both values
-    alpha = (1 - level) / 2
-    idx = _draws(len(models), n_resamples, seed) if n_resamples > 0 else None
-    for g in range(len(groups)):
-        have = np.isfinite(y[g]) & np.isfinite(x[g])
-        if have.sum() < 3:
-            continue
-        xs, ys = x[g, have], y[g, have]
-        out.loc[g, "pearson"] = float(_pearson(xs, ys))
-        out.loc[g, "spearman"] = float(_pearson(_ranks(xs), _ranks(ys)))
-        if idx is None or not full[g]:
-            draw = None if idx is None else _draws(int(have.sum()), n_resamples, seed)
-        else:
-            draw = idx
-        if draw is None:
-            continue
-        bx, by = xs[draw], ys[draw]  # (resamples, m)
-        p = _pearson(bx, by)
-        s = _pearson(_ranks(bx), _ranks(by))
-        for name, vals in (("pearson", p), ("spearman", s)):
-            vals = vals[np.isfinite(vals)]
-            if len(vals):
-                out.loc[g, f"{name}_low"], out.loc[g, f"{name}_high"] = np.quantile(
-                    vals, [alpha, 1 - alpha]
-                )
+    names = ("pearson", "spearman", "pearson_low", "pearson_high", "spearman_low",
+             "spearman_high")  # fmt: skip
+    for k, name in enumerate(names):
+        out[name] = stats[:, k]
     return out.reset_index(drop=True)[columns], points
+
+
+def _correlations(
+    x: NDArray, y: NDArray, n_resamples: int, seed: int, alpha: float
+) -> NDArray[np.float64]:
+    """Pearson, Spearman and their percentile bootstrap bounds for (groups, models) arrays:
+    columns pearson, spearman, pearson_low, pearson_high, spearman_low, spearman_high."""
+    out = np.full((len(x), 6), np.nan)
+    out[:, 0] = _pearson(x, y)
+    out[:, 1] = _pearson(_ranks(x), _ranks(y))
+    if n_resamples < 1:
+        return out
+    draw = _draws(x.shape[1], n_resamples, seed)
+    bx, by = x[:, draw], y[:, draw]  # (groups, resamples, models)
+    for k, (px, py) in enumerate(((bx, by), (_ranks(bx), _ranks(by)))):
+        r = _pearson(px, py)  # NaN where a side is constant in a resample
+        with np.errstate(all="ignore"):
+            if np.isfinite(r).any():
+                q = np.nanquantile(r, [alpha, 1 - alpha], axis=1)
+                out[:, 2 + 2 * k], out[:, 3 + 2 * k] = q[0], q[1]
+    return out

@@ -95,12 +95,17 @@ def collect_results(study: Study, outcomes: list[CellOutcome]) -> pd.DataFrame:
 
 def summarise_study(results: pd.DataFrame, *, n_resamples: int, level: float, seed: int) -> dict:
     """Every aggregate of a study's tidy table (the bootstrap settings are the study's)."""
-    summary = aggregate_over_models(results, n_resamples=n_resamples, level=level, seed=seed)
-    ranks = detector_ranks(results)
-    relation, points = accuracy_relation(results, n_resamples=n_resamples, level=level, seed=seed)
+    values = model_values(results)
+    summary = aggregate_over_models(
+        results, n_resamples=n_resamples, level=level, seed=seed, values=values
+    )
+    ranks = detector_ranks(results, values=values)
+    relation, points = accuracy_relation(
+        results, n_resamples=n_resamples, level=level, seed=seed, values=values
+    )
     return {
         "summary": summary,
-        "values": model_values(results),
+        "values": values,
         "ranks": ranks,
         "mean_ranks": mean_ranks(ranks),
         "relation": relation,
