@@ -7,10 +7,10 @@ import shutil
 
 import pandas as pd
 import pytest
+from tests.demo.conftest import TINY
 
 from semshift.demo.study import STUDY_WIDTHS, demo_study
 from semshift.study import load_study
-from tests.demo.conftest import TINY
 
 
 @pytest.fixture(scope="module")
