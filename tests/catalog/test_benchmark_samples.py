@@ -161,7 +161,14 @@ def test_imagenet_ood_sample_run_with_covariate_sets(tmp_path, weights, semshift
     # ImageNet-OOD's protocols: new-class and failure detection with the decomposition, and OSR
     assert set(res.protocol) == {"newclass", "failure", "decomposition", "osr"}
     newclass = res[(res.protocol == "newclass") & (res.metric == "auroc")]
-    assert set(newclass.set) == {"id_test", *sets} - {"imagenet-ood"}
+    pooled = newclass[~newclass.set.str.contains(" vs ")]
+    assert set(pooled.set) == {"id_test", *sets} - {"imagenet-ood"}
+    # Table 1's pairs: every reference vs each OOD set; with one OOD set, equal to the pool
+    pairs = newclass[newclass.set.str.contains(" vs ")]
+    assert set(pairs.set) == {f"{s} vs imagenet-ood" for s in pooled.set}
+    by_set = pooled.set_index(["set", "detector"])["value"]
+    for row in pairs.itertuples():
+        assert row.value == by_set[(row.set.removesuffix(" vs imagenet-ood"), row.detector)]
     # each ImageNet-C severity set holds that severity only (2 corruptions x 2 classes: 4 <= N)
     c3 = _scores(out, "imagenet-c-3")
     assert len(c3) == 4 and all("/3/" in p for p in c3["path"])

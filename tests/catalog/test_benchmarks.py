@@ -71,7 +71,7 @@ def test_registry_names_roots_and_hashes():
         assert {s.role for s in b.sets()} >= {"id_train", "id_test", "ood"}
     assert get_benchmark("ssb-cub").roots == ("cub",)
     assert get_benchmark("imagenet-ood").optional_roots == (
-        "imagenet_r", "imagenet_sketch", "imagenet_c",
+        "imagenet_r", "imagenet_sketch", "imagenet_c", "openimage_o",
     )  # fmt: skip
     with pytest.raises(UnknownNameError, match=r"unknown benchmark 'ssb-cb'.*'ssb-cub'"):
         get_benchmark("ssb-cb")

@@ -29,10 +29,11 @@ from semshift.splits.manifest import SplitManifest
 from semshift.taxonomy import load_classlist
 
 
-def test_the_seven_published_lists_are_named_and_their_files_ship():
+def test_the_eight_published_lists_are_named_and_their_files_ship():
     assert list_published() == [
         "imagenet-ood",
         "isood-imagenet",
+        "openimage-o",
         "ssb-aircraft",
         "ssb-cub",
         "ssb-imagenet",
@@ -142,6 +143,7 @@ def test_list_hash_is_the_sha256_of_the_shipped_files_and_stable():
     expected = {
         "imagenet-ood": "17328484cb864cac",
         "isood-imagenet": "56b14187508f6db6",
+        "openimage-o": "22b31b335ecd23c0",
         "ssb-aircraft": "2e291cb1708f7adb",
         "ssb-cub": "9bc6fceed92275f6",
         "ssb-imagenet": "59aa5a7f0d817f1a",

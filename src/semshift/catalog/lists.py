@@ -37,6 +37,7 @@ __all__ = [
     "isood_imagenet1k",
     "list_hash",
     "list_published",
+    "openimage_o_images",
     "published_info",
     "published_split",
     "read_tar_members",
@@ -123,6 +124,20 @@ PUBLISHED: dict[str, PublishedList] = {
             "a8ff817",
             ("imagenetood.txt",),
             "none stated",
+            "images",
+        ),
+        PublishedList(
+            "openimage-o",
+            "OpenImage-O (Wang et al., ViM, CVPR 2022): 15,869 test and 1,763 val OpenImages "
+            "file names (<id>.jpg, one folder), as OpenOOD v1.5 uses them",
+            ("openimage_o_test.json", "openimage_o_val.json"),
+            "kkirchheim/pytorch-ood",
+            "d047673",
+            (
+                "src/pytorch_ood/dataset/img/resources/openimage_o_test.json",
+                "src/pytorch_ood/dataset/img/resources/openimage_o_val.json",
+            ),
+            "Apache-2.0",
             "images",
         ),
         PublishedList(
@@ -272,6 +287,17 @@ def imagenet_ood_images() -> list[str]:
 
 
 @cache
+def openimage_o_images(split: Literal["test", "val"] = "test") -> list[str]:
+    """OpenImage-O's file names (``<id>.jpg``): 15,869 ``test`` or 1,763 ``val``, as released.
+
+    >>> len(openimage_o_images()), len(openimage_o_images("val")), openimage_o_images()[0]
+    (15869, 1763, 'b85bd6c20e9c378a.jpg')
+    """
+    if split not in ("test", "val"):
+        raise InputError(f"OpenImage-O split must be 'test' or 'val', got {split!r}")
+    return list(_json(f"openimage_o_{split}.json"))
+
+
 def _lines(fname: str) -> tuple[str, ...]:
     return tuple(line for line in _text(fname).splitlines() if line)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ def newclass_failure(
     sets: Sequence[ScoredSet],
     *,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    pairs: Sequence[tuple[str, str]] | str | None = None,
 ) -> pd.DataFrame:
     """AUROC under new-class and failure detection, and the AUROC decomposition.
 
@@ -72,6 +73,13 @@ def newclass_failure(
         ``covariate`` ones are evaluated against it.
     bootstrap : Bootstrap, default Bootstrap()
         CI settings; ``Bootstrap(n_resamples=0)`` turns CIs off.
+    pairs : sequence of (reference, ood) or "all", optional
+        Also evaluate each named pair separately, as ImageNet-OOD's Table 1 does (ImageNet-R
+        vs ImageNet-OOD, ImageNet-1K vs OpenImage-O, ...): ``reference`` is id_test's name or
+        a covariate set, ``ood`` one ood set, which alone forms the negatives. Their
+        ``newclass`` and ``failure`` rows have ``set`` = ``"<reference> vs <ood>"`` and come
+        after the pooled rows, which are unchanged. ``"all"``: every reference with every
+        ood set.
 
     Returns
     -------
@@ -100,6 +108,8 @@ def newclass_failure(
     >>> df[["protocol", "metric", "value"]].round(4).values.tolist()[:3]
     [['newclass', 'auroc', 0.8333], ['failure', 'auroc', 1.0], ['decomposition', 'acc', 0.6667]]
     """
+    if pairs is not None:
+        return _with_pairs(id_test, sets, bootstrap, pairs)
     check_id_test(id_test, "newclass_failure")
     all_sets = check_sets(sets, "newclass_failure")
     ood = [s for s in all_sets if s.role == "ood"]
@@ -178,6 +188,47 @@ def newclass_failure(
     return results_frame(rows)
 
 
+def _with_pairs(
+    id_test: ScoredSet,
+    sets: Sequence[ScoredSet],
+    bootstrap: Bootstrap,
+    pairs: Sequence[tuple[str, str]] | str,
+) -> pd.DataFrame:
+    """The pooled rows, then each (reference, ood) pair's new-class and failure rows."""
+    pooled = newclass_failure(id_test, sets, bootstrap=bootstrap)
+    by_name = {s.name: s for s in sets}
+    refs = [id_test.name, *(s.name for s in sets if s.role == "covariate")]
+    oods = [s.name for s in sets if s.role == "ood"]
+    if pairs == "all":
+        wanted = [(r, o) for o in oods for r in refs]
+    elif isinstance(pairs, str):
+        raise InputError(f"newclass_failure: pairs must be 'all' or a list of pairs, got {pairs!r}")
+    else:
+        wanted = [(str(r), str(o)) for r, o in pairs]
+    for k, (ref, ood) in enumerate(wanted):
+        if ref not in refs:
+            raise InputError(
+                f"newclass_failure: pairs[{k}]: reference {ref!r} is not id_test or a covariate "
+                f"set; references: {', '.join(refs)}"
+            )
+        if ood not in oods:
+            raise InputError(
+                f"newclass_failure: pairs[{k}]: {ood!r} is not an ood set; ood sets: "
+                f"{', '.join(oods)}"
+            )
+    if len(set(wanted)) != len(wanted):
+        raise InputError("newclass_failure: a pair is named twice")
+    frames = [pooled]
+    for ood in dict.fromkeys(o for _, o in wanted):
+        mine = [r for r, o in wanted if o == ood]
+        covs = [by_name[r] for r in mine if r != id_test.name]
+        sub = newclass_failure(id_test, [by_name[ood], *covs], bootstrap=bootstrap)
+        sub = sub[sub["protocol"].isin(["newclass", "failure"]) & sub["set"].isin(mine)].copy()
+        sub["set"] = sub["set"] + f" vs {ood}"
+        frames.append(sub)
+    return pd.concat(frames, ignore_index=True)
+
+
 _STATS = (
     "newclass",
     "failure",
@@ -227,7 +278,11 @@ def _points(m: ScoredSet, negatives: Side, det: str) -> dict[str, float] | str:
 
 
 class NewclassConfig(ProtocolConfig):
-    """``protocols.newclass_failure``: no settings."""
+    """``protocols.newclass_failure``: ``pairs``, the (reference, ood) pairs also evaluated
+    separately (``[[imagenet-r, imagenet-ood], ...]`` or ``all``; default none: the pooled
+    figures alone)."""
+
+    pairs: Literal["all"] | list[tuple[str, str]] | None = None
 
 
 @register_protocol(
@@ -242,4 +297,6 @@ class NewclassConfig(ProtocolConfig):
     ],
 )  # fmt: skip
 def _run_newclass(inputs: ProtocolInputs, config: NewclassConfig) -> pd.DataFrame:
-    return newclass_failure(inputs.id_test, inputs.others, bootstrap=inputs.bootstrap)
+    return newclass_failure(
+        inputs.id_test, inputs.others, bootstrap=inputs.bootstrap, pairs=config.pairs
+    )

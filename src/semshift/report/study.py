@@ -23,6 +23,7 @@ __all__ = [
     "mean_rank_table",
     "over_models_table",
     "per_model_table",
+    "published_table",
     "relation_figure",
     "relation_table",
     "write_study_report",
@@ -175,7 +176,10 @@ def relation_figure(
     colours = detector_colors(shown)
     ncol = min(3, len(sets))
     nrow = math.ceil(len(sets) / ncol)
-    fig = Figure(figsize=(4.2 * ncol, 3.4 * nrow + 0.9), layout="constrained")
+    height = 3.4 * nrow + 1.2
+    fig = Figure(figsize=(4.2 * ncol, height))  # fixed margins: no layout engine pass
+    fig.subplots_adjust(left=0.08 if ncol > 1 else 0.16, right=0.98, wspace=0.3, hspace=0.45,
+                        top=1 - 0.55 / height, bottom=1.05 / height)  # fmt: skip
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     for ax, s in zip(axes, sets, strict=False):
         sub = rows[rows["set_label"] == s]
@@ -197,11 +201,36 @@ def relation_figure(
         ax.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(handles)),
+        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(handles)),
                    fontsize=7, frameon=False)  # fmt: skip
     fig.suptitle(f"{dataset}: accuracy vs {metric_label(metric)}, one point per model "
                  f"(top {len(shown)} detectors coloured, others grey)", fontsize=10)  # fmt: skip
     return fig
+
+
+def published_table(compared: pd.DataFrame, dataset: str) -> Table | None:
+    """The published numbers of one study dataset beside ours: published, ours [CI over
+    models], the difference and whether the published value is inside our CI."""
+    rows = compared[compared["dataset"] == dataset]
+    if rows.empty:
+        return None
+    labels = [f"{r.table} {r.row}: {r.column}" for r in rows.itertuples(index=False)]
+    cols = [
+        Column("Published", None, None),
+        Column("Ours", None, None),
+        Column("Ours - published", None, None),
+        Column("Inside our CI", None, None, "flag"),
+    ]
+    cells = []
+    for r in rows.itertuples(index=False):
+        flag = math.nan if r.inside_ci is None or r.inside_ci != r.inside_ci else float(r.inside_ci)
+        cells.append([Cell(r.published), Cell(r.ours, r.ci_low, r.ci_high), Cell(r.difference),
+                      Cell(flag)])  # fmt: skip
+    paper = str(rows["paper"].iloc[0])
+    n = int(rows["n_models"].max())
+    return Table(f"study-{dataset}-published", f"{dataset}: {paper} as published and ours",
+                 f"x100. Ours: mean over {n} model(s) [bootstrap CI over models]; n/a: the "
+                 "study has no such number.", "Published cell", cols, labels, cells)  # fmt: skip
 
 
 def write_study_report(
@@ -215,6 +244,7 @@ def write_study_report(
     points: pd.DataFrame,
     failed: Sequence[str] = (),
     setup: str = "",
+    published: pd.DataFrame | None = None,
 ) -> dict[str, Path]:
     """``report.md``, ``report.html`` and ``figures/*.png`` of a study under ``out``.
 
@@ -264,6 +294,11 @@ def write_study_report(
                 md += [f"![accuracy vs {metric}](figures/{name})", ""]
                 body.append(f'<img src="figures/{name}" alt="accuracy vs {metric}" '
                             'style="max-width:100%">')  # fmt: skip
+    if published is not None and not published.empty:
+        md += ["## Published numbers beside ours", ""]
+        body.append("<h2>Published numbers beside ours</h2>")
+        for dataset in dict.fromkeys(published["dataset"]):
+            add(published_table(published, dataset))
     if failed:
         md += ["## Failed cells", "", *[f"- {f}" for f in failed], ""]
         items = "".join(f"<li>{html.escape(f)}</li>" for f in failed)

@@ -19,6 +19,7 @@ do not match its record.
 
 from __future__ import annotations
 
+import functools
 import platform
 import shutil
 import time
@@ -73,6 +74,13 @@ class RunResult:
 
 
 def _versions() -> dict[str, str | None]:
+    """The versions of the packages the numbers depend on (read once per process: each
+    look-up parses a package's metadata, about 2 ms)."""
+    return dict(_versions_once())
+
+
+@functools.cache
+def _versions_once() -> dict[str, str | None]:
     import importlib.metadata as md
     import sys
 

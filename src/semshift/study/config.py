@@ -40,6 +40,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from semshift.errors import InputError, close_matches
 from semshift.study.entries import DatasetEntry, ModelEntry, ZooEntry, _Strict
+from semshift.study.published import BENCHMARK_SETTINGS, published_setting
 from semshift.study.zoos import get_zoo, missing_weights
 
 __all__ = [
@@ -128,6 +129,8 @@ class Study:
     output: Path
     models: tuple[ModelEntry, ...]
     cells: tuple[Cell, ...]
+    #: study dataset -> (paper, published dataset) whose numbers it reproduces
+    published: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def datasets(self) -> list[str]:
@@ -335,6 +338,15 @@ def load_study(
             raise InputError(
                 f"{source}: datasets.{name}: 'roots' and 'options' apply to a benchmark only"
             )
+    published = {}
+    for name, ds in cfg.datasets.items():
+        if ds.published is not None:
+            try:
+                published[name] = published_setting(ds.published)
+            except InputError as err:
+                raise InputError(f"{source}: datasets.{name}.published: {err}") from None
+        elif ds.benchmark in BENCHMARK_SETTINGS:
+            published[name] = BENCHMARK_SETTINGS[ds.benchmark]
     base = base.resolve()
     output = Path(cfg.output).expanduser()
     output = (output if output.is_absolute() else base / output).resolve()
@@ -358,7 +370,7 @@ def load_study(
                 except InputError as err:
                     raise InputError(str(err).splitlines()[0]) from None
                 cells.append(cell)
-    return Study(cfg, source, base, output, tuple(models), tuple(cells))
+    return Study(cfg, source, base, output, tuple(models), tuple(cells), published)
 
 
 def _import_plugins(modules: Sequence[str], source: str) -> None:

@@ -66,3 +66,4 @@ class DatasetEntry(_Strict):
     classes: str | None = None
     protocols: dict[str, Any] | None = None
     num_classes: int | None = Field(default=None, ge=1)  # the models' head on this dataset
+    published: str | None = None  # "paper:dataset" of published numbers it reproduces

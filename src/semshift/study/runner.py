@@ -11,6 +11,7 @@ Files under the study's ``output``:
   metric (:func:`~semshift.study.aggregate.aggregate_over_models`);
 - ``models.csv``: each model's value (mean over seeds); ``ranks.csv`` and ``mean_ranks.csv``;
 - ``relation.csv``: closed-set accuracy against AUROC / OSCR across models;
+- ``published.csv``: the seed papers' numbers beside ours, for datasets that reproduce one;
 - ``report.md``, ``report.html``, ``figures/``.
 """
 
@@ -35,6 +36,7 @@ from semshift.study.aggregate import (
 )
 from semshift.study.config import Study, load_study
 from semshift.study.execute import CellOutcome, run_cells
+from semshift.study.published import compare_published
 
 __all__ = ["StudyResult", "collect_results", "run_study", "summarise_study"]
 
@@ -52,6 +54,9 @@ class StudyResult:
         The tidy table of every finished cell.
     summary, values, ranks, mean_ranks, relation, points : DataFrame
         The aggregates (see :mod:`semshift.study.aggregate`).
+    published : DataFrame
+        Published numbers beside ours (:func:`semshift.study.published.compare_published`),
+        for the datasets that reproduce a published setting; empty otherwise.
     files : dict of str to Path
     seconds : float
     """
@@ -65,6 +70,7 @@ class StudyResult:
     mean_ranks: pd.DataFrame
     relation: pd.DataFrame
     points: pd.DataFrame
+    published: pd.DataFrame = field(default_factory=pd.DataFrame)
     files: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -125,6 +131,9 @@ def _write(result: StudyResult, *, report: bool) -> dict[str, Path]:
         fname = "models.csv" if name == "values" else f"{name}.csv"
         getattr(result, name).to_csv(out / fname, index=False)
         files[name] = out / fname
+    if not result.published.empty:
+        files["published"] = out / "published.csv"
+        result.published.to_csv(files["published"], index=False)
     cfg = result.study.config
     record = {
         "name": cfg.name,
@@ -158,6 +167,7 @@ def _write(result: StudyResult, *, report: bool) -> dict[str, Path]:
                 out, title=f"Study {cfg.name}", summary=result.summary, values=result.values,
                 mean_ranks=result.mean_ranks, relation=result.relation, points=result.points,
                 failed=[f"{o.cell.name}: {o.reason}" for o in result.failed], setup=setup,
+                published=result.published,
             )
         )  # fmt: skip
     return files
@@ -214,6 +224,8 @@ def run_study(
         seed=int(boot.get("seed", 0)),
     )
     result = StudyResult(st, outcomes, results, **parts)
+    if st.published:
+        result.published = compare_published(result.summary, st.published)
     result.files = _write(result, report=report)
     result.seconds = time.perf_counter() - t0
     return result

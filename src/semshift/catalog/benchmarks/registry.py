@@ -124,15 +124,16 @@ for _benchmark in (
     Benchmark(
         "imagenet-ood",
         "ImageNet-OOD: ImageNet-1K val vs 31,802 ImageNet-21K images; "
-        "ImageNet-R / Sketch / C as covariate sets when given",
+        "ImageNet-R / Sketch / C as covariate sets and OpenImage-O as a second OOD set when "
+        "given; new-class / failure detection per (reference, OOD) pair as in Table 1",
         "imagenet-ood",
         1000,
-        {"newclass_failure": {}, "osr": {}},
+        {"newclass_failure": {"pairs": "all"}, "osr": {}},
         {"train_per_class": 50, "c_by_severity": False, "corruptions": ()},
         _imagenet_ood,
         needs=f"imagenet1k: {_IN_NEEDS}; imagenet21k: the whole ImageNet-21K release "
         "(<wnid>/<wnid>_N.JPEG, fall11_whole or winter21_whole); optional imagenet_r, "
-        "imagenet_sketch, imagenet_c",
+        "imagenet_sketch, imagenet_c, openimage_o (the <id>.jpg files of OpenImage-O)",
         cite="Yang et al., ImageNet-OOD: Deciphering Modern "
         "Out-of-Distribution Detection Algorithms, ICLR 2024 (Table 1)",
     ),

@@ -8,6 +8,7 @@ from semshift.catalog.lists import (
     imagenet_ood_images,
     isood_cells,
     isood_imagenet1k,
+    openimage_o_images,
     published_split,
     ssb_imagenet21k_val_files,
 )
@@ -135,6 +136,10 @@ def _imagenet_ood(
         sets.append(BenchmarkSet("imagenet-c", "covariate", "imagenet_c", "imagenet_c", {},
                                  optional=True))  # fmt: skip
     sets.extend(_corruption_sets(corruptions))
+    sets.append(
+        BenchmarkSet("openimage-o", "ood", "openimage_o", "openimage_o", {"split": "test"},
+                     images=len(openimage_o_images()), split="openimage-o", optional=True)
+    )  # fmt: skip
     return tuple(sets)
 
 

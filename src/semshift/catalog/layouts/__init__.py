@@ -19,6 +19,7 @@ reader                      layout                                       label
 :func:`imagenet_o`          ``<wnid>/*``                                  -1 (OOD)
 :func:`imagenet_c`          ``<corruption>/<severity>/<wnid>/*``          index in ``imagenet1k``
 :func:`openood_list`        ``path [label]`` relative to a data root      as listed
+:func:`openimage_o`         ``openimage_o/<id>.jpg`` (shipped list)       -1 (OOD)
 ==========================  ===========================================  ==========================
 
 ``names`` are relative to ``source.root``, the release's own top folder, so the same images get
@@ -30,8 +31,8 @@ a release's list is checked against the scan of its folder, so a missing image i
 any extraction starts.
 
 The package's modules, by dataset family: :mod:`.imagenet`, :mod:`.fine_grained`,
-:mod:`.variants`, :mod:`.lists`, with :mod:`._common` (what the readers share) and
-:mod:`.registry`. Every name is importable from ``semshift.catalog.layouts``.
+:mod:`.variants`, :mod:`.lists`, :mod:`.openimages`, with :mod:`._common` (what the readers
+share) and :mod:`.registry`. Every name is importable from ``semshift.catalog.layouts``.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from .imagenet import (  # noqa: F401
 from .lists import (
     openood_list,
 )
+from .openimages import openimage_o
 from .registry import (  # noqa: F401
     LAYOUTS,
     _adopt,
@@ -109,6 +111,7 @@ __all__ = [
     "layout_parameters",
     "list_layouts",
     "open_layout",
+    "openimage_o",
     "openood_list",
     "register_layout",
     "sample_positions",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from semshift.errors import InputError, UnknownNameError
 from semshift.features.data import IMAGE_EXTENSIONS, ImageSource
@@ -233,3 +234,15 @@ def _in1k_label_of(cl: ClassList, layout: str, where: Path) -> Callable[[str], i
             ) from None
 
     return label_of
+
+
+def sample_positions(n: int, sample: int | None) -> NDArray[np.int64]:
+    """Positions of ``sample`` items evenly spaced over ``n`` (every position when ``sample`` is
+    None or at least ``n``): ``floor(linspace(0, n - 1, sample))``, distinct and increasing.
+
+    >>> sample_positions(10, 4).tolist()
+    [0, 3, 6, 9]
+    """
+    if sample is None or sample >= n:
+        return np.arange(n, dtype=np.int64)
+    return np.floor(np.linspace(0, n - 1, sample)).astype(np.int64)

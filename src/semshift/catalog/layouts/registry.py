@@ -7,15 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from semshift.errors import InputError
 from semshift.features.data import ImageSource
 from semshift.registry import Registry
 
+from ._common import sample_positions
 from .fine_grained import cub200, fgvc_aircraft, stanford_cars
 from .imagenet import imagenet1k, imagenet21k
+from .openimages import openimage_o
 from .variants import imagenet_c, imagenet_o, imagenet_r, imagenet_sketch
 
 
@@ -44,6 +43,7 @@ for _name, _reader in (
     ("imagenet_sketch", imagenet_sketch),
     ("imagenet_o", imagenet_o),
     ("imagenet_c", imagenet_c),
+    ("openimage_o", openimage_o),
 ):
     LAYOUTS.add(_name, _reader)
 
@@ -70,18 +70,6 @@ def register_layout(
 def list_layouts() -> list[str]:
     """Names of the registered dataset layouts."""
     return LAYOUTS.names()
-
-
-def sample_positions(n: int, sample: int | None) -> NDArray[np.int64]:
-    """Positions of ``sample`` items evenly spaced over ``n`` (every position when ``sample`` is
-    None or at least ``n``): ``floor(linspace(0, n - 1, sample))``, distinct and increasing.
-
-    >>> sample_positions(10, 4).tolist()
-    [0, 3, 6, 9]
-    """
-    if sample is None or sample >= n:
-        return np.arange(n, dtype=np.int64)
-    return np.floor(np.linspace(0, n - 1, sample)).astype(np.int64)
 
 
 def layout_parameters(name: str) -> list[str]:

@@ -1,0 +1,156 @@
+"""The seed papers' published numbers, and a study's numbers beside them.
+
+``study/data/published_numbers.csv`` holds every number the seed papers print in their result
+tables (SSB Table 1, ImageNet-OOD Table 1 and its appendix tables, SOOD-ImageNet Tables 1-2, the
+zero-shot Tables 1-2, IS-OOD Table 1), one row per cell, with the table, row and column it comes
+from, the cell as printed, and the value in semshift's units (percentages as fractions).
+``tests/study/test_published_numbers.py`` checks a sample of cells against verbatim copies of
+the papers' table rows.
+
+A study dataset matches a published setting when it runs a catalog benchmark the paper
+published (:data:`BENCHMARK_SETTINGS`), or when it says so (``published: ssb:cub`` in the
+study file). :func:`compare_published` then puts published, ours (the mean over the study's
+models), the difference and whether the published value lies inside our CI side by side.
+
+Matching rules: a published row's ``method`` is a semshift detector name and is compared with
+that detector's mean over models; ``split`` is the OSR split (``easy`` / ``hard``); SSB's
+closed-set accuracy is compared on the MLS row (the cross-entropy baseline: SSB trains ARPL+
+models separately, so an ARPL+ accuracy needs ARPL+-trained models and is not matched).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from importlib.resources import files
+
+import numpy as np
+import pandas as pd
+
+from semshift.errors import InputError
+
+__all__ = [
+    "BENCHMARK_SETTINGS",
+    "PUBLISHED_COLUMNS",
+    "compare_published",
+    "published_numbers",
+    "published_setting",
+]
+
+#: the columns of the shipped table
+PUBLISHED_COLUMNS = (
+    "paper", "table", "row", "column", "dataset", "method", "setting", "split", "metric",
+    "printed", "value",
+)  # fmt: skip
+#: catalog benchmark -> (paper, dataset) of the published numbers it reproduces
+BENCHMARK_SETTINGS: dict[str, tuple[str, str]] = {
+    "ssb-cub": ("ssb", "cub"),
+    "ssb-scars": ("ssb", "scars"),
+    "ssb-aircraft": ("ssb", "aircraft"),
+    "ssb-imagenet": ("ssb", "imagenet"),
+}
+#: papers whose numbers :func:`compare_published` can match today, and the protocol they use
+_PROTOCOL = {"ssb": "osr"}
+
+
+@cache
+def _read() -> pd.DataFrame:
+    path = files("semshift.study") / "data" / "published_numbers.csv"
+    frame = pd.read_csv(
+        str(path), dtype={c: str for c in PUBLISHED_COLUMNS if c != "value"}, keep_default_na=False
+    )
+    frame["value"] = frame["value"].astype(np.float64)
+    return frame
+
+
+def published_numbers(paper: str | None = None, table: str | None = None) -> pd.DataFrame:
+    """The shipped published numbers (a copy), of one paper and table when given.
+
+    >>> ssb = published_numbers("ssb", "Table 1")
+    >>> ssb[(ssb.method == "mls") & (ssb.dataset == "cub") & (ssb.metric == "auroc")][
+    ...     ["split", "printed", "value"]].values.tolist()
+    [['easy', '88.3', 0.883], ['hard', '79.3', 0.793]]
+    """
+    frame = _read()
+    if paper is not None:
+        if paper not in set(frame["paper"]):
+            known = ", ".join(sorted(set(frame["paper"])))
+            raise InputError(f"no published numbers of paper {paper!r}; papers: {known}")
+        frame = frame[frame["paper"] == paper]
+    if table is not None:
+        frame = frame[frame["table"] == table]
+    return frame.reset_index(drop=True).copy()
+
+
+def published_setting(spec: str) -> tuple[str, str]:
+    """``"ssb:cub"`` -> ``("ssb", "cub")``, checked against the shipped numbers."""
+    paper, sep, dataset = spec.partition(":")
+    frame = _read()
+    if not sep or not ((frame["paper"] == paper) & (frame["dataset"] == dataset)).any():
+        pairs = sorted({f"{p}:{d}" for p, d in zip(frame["paper"], frame["dataset"], strict=True)
+                        if p in _PROTOCOL})  # fmt: skip
+        raise InputError(f"no published setting {spec!r}; settings: {', '.join(pairs)}")
+    if paper not in _PROTOCOL:
+        raise InputError(
+            f"published setting {spec!r}: comparing with {paper} numbers is not supported yet "
+            f"(supported: {', '.join(_PROTOCOL)})"
+        )
+    return paper, dataset
+
+
+def compare_published(
+    summary: pd.DataFrame, settings: Mapping[str, tuple[str, str]]
+) -> pd.DataFrame:
+    """Published numbers beside a study's means over models.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        :func:`semshift.study.aggregate_over_models` output.
+    settings : mapping
+        Study dataset -> (paper, published dataset).
+
+    Returns
+    -------
+    DataFrame
+        ``dataset``, ``paper``, ``table``, ``row``, ``column``, ``detector``, ``split``,
+        ``metric``, ``published``, ``ours``, ``ci_low``, ``ci_high``, ``difference`` (ours -
+        published), ``inside_ci`` (None without a CI), ``n_models``; one row per published cell
+        of the matched settings (``ours`` NaN where the study has no such number).
+    """
+    columns = [
+        "dataset", "paper", "table", "row", "column", "detector", "split", "metric",
+        "published", "ours", "ci_low", "ci_high", "difference", "inside_ci", "n_models",
+    ]  # fmt: skip
+    rows = []
+    for name, (paper, dataset) in settings.items():
+        pub = _read()
+        pub = pub[(pub["paper"] == paper) & (pub["dataset"] == dataset)]
+        mine = summary[(summary["dataset"] == name) & (summary["protocol"] == _PROTOCOL[paper])]
+        for p in pub.itertuples(index=False):
+            if p.metric == "accuracy":
+                if p.method != "mls":
+                    continue
+                hit = mine[mine["detector"].isna() & (mine["metric"] == "accuracy")]
+                detector = None
+            else:
+                hit = mine[(mine["detector"] == p.method) & (mine["metric"] == p.metric)
+                           & (mine["split"] == p.split)]  # fmt: skip
+                detector = p.method
+            got = hit.iloc[0] if len(hit) else None
+            ours = float(got["mean"]) if got is not None else np.nan
+            low = float(got["ci_low"]) if got is not None else np.nan
+            high = float(got["ci_high"]) if got is not None else np.nan
+            inside = (
+                None
+                if not (np.isfinite(low) and np.isfinite(high))
+                else bool(low <= p.value <= high)
+            )
+            rows.append({
+                "dataset": name, "paper": paper, "table": p.table, "row": p.row,
+                "column": p.column, "detector": detector, "split": p.split or None,
+                "metric": p.metric, "published": p.value, "ours": ours, "ci_low": low,
+                "ci_high": high, "difference": ours - p.value, "inside_ci": inside,
+                "n_models": int(got["n_models"]) if got is not None else 0,
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
