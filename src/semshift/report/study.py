@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -245,13 +245,19 @@ def write_study_report(
     failed: Sequence[str] = (),
     setup: str = "",
     published: pd.DataFrame | None = None,
+    published_numbers: pd.DataFrame | None = None,
+    settings: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Path]:
     """``report.md``, ``report.html`` and ``figures/*.png`` of a study under ``out``.
 
-    Sections per dataset and protocol: the mean over models, the mean ranks, per-model tables
-    of each set's AUROC (osr and newclass_failure) and the relation to accuracy; then the
-    failed cells.
+    First the seed papers' headline tables the study has numbers for
+    (:mod:`semshift.report.study_tables`; ``published_numbers`` and ``settings``, study dataset
+    -> (paper, published dataset), add SSB's published rows); then per dataset and protocol:
+    the mean over models, the mean ranks, per-model tables of each set's AUROC and the
+    relation to accuracy; then the published numbers beside ours and the failed cells.
     """
+    from semshift.report import study_tables as headline
+
     out = Path(out)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -268,6 +274,18 @@ def write_study_report(
         md.extend([table.to_markdown(), ""])
         body.append(table.to_html())
 
+    heads = [headline.ssb_table1(summary, published=published_numbers, settings=settings)]
+    for dataset in dict.fromkeys(summary["dataset"]):
+        heads += [
+            headline.imagenet_ood_table1(summary, dataset),
+            headline.sood_table1(values, dataset),
+            headline.isood_table1(summary, dataset),
+        ]
+    if any(t is not None for t in heads):
+        md += ["## The papers' tables", ""]
+        body.append("<h2>The papers' tables</h2>")
+        for table in heads:
+            add(table)
     for dataset in dict.fromkeys(summary["dataset"]):
         md += [f"## {dataset}", ""]
         body.append(f"<h2>{html.escape(str(dataset))}</h2>")

@@ -168,9 +168,21 @@ def _write(result: StudyResult, *, report: bool) -> dict[str, Path]:
                 mean_ranks=result.mean_ranks, relation=result.relation, points=result.points,
                 failed=[f"{o.cell.name}: {o.reason}" for o in result.failed], setup=setup,
                 published=result.published,
+                published_numbers=_numbers_of(result.study.published),
+                settings=result.study.published,
             )
         )  # fmt: skip
     return files
+
+
+def _numbers_of(settings: Mapping[str, tuple[str, str]]) -> pd.DataFrame | None:
+    """The published numbers of the papers the study reproduces (None when none)."""
+    from semshift.study.published import published_numbers
+
+    papers = sorted({paper for paper, _ in settings.values()})
+    if not papers:
+        return None
+    return pd.concat([published_numbers(p) for p in papers], ignore_index=True)
 
 
 def run_study(

@@ -1,0 +1,161 @@
+"""The seed papers' headline tables, in their own layouts, from a study's numbers.
+
+Each builder takes the study's frames (``summary``: means over models with bootstrap CIs;
+``values``: each model's value) and returns a :class:`~semshift.report.tables.Table`, or None
+when the study has nothing for it:
+
+- :func:`ssb_table1`: SSB Table 1, datasets side by side (Acc., AUROC Easy / Hard, OSCR Easy /
+  Hard per dataset, one row per detector), with the published rows beside when given;
+- :func:`imagenet_ood_table1`: ImageNet-OOD Table 1, each (reference, OOD) pair a column, new-class
+  and failure detection side by side (mean AUROC over models);
+- :func:`sood_table1`: SOOD-ImageNet Table 1, one row per model (backbone): macro-F1 on Easy and
+  Hard and the relative drop Easy -> Hard;
+- :func:`isood_table1`: IS-OOD Table 1, the correlation and sensitivity of each detector's AUROC
+  to the semantic and the covariate level (mean over models).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from semshift.report.tables import Cell, Column, Table
+
+__all__ = ["imagenet_ood_table1", "isood_table1", "sood_table1", "ssb_table1"]
+
+_SPLITS = ("easy", "hard")
+
+
+def _cell(row: pd.Series | None) -> Cell:
+    if row is None:
+        return Cell()
+    return Cell(float(row["mean"]), float(row["ci_low"]), float(row["ci_high"]))
+
+
+def _lookup(frame: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, pd.Series]:
+    return {tuple(r[k] for k in keys): r for _, r in frame.iterrows()}
+
+
+def ssb_table1(
+    summary: pd.DataFrame,
+    datasets: Sequence[str] | None = None,
+    *,
+    published: pd.DataFrame | None = None,
+    settings: Mapping[str, tuple[str, str]] | None = None,
+) -> Table | None:
+    """SSB Table 1 over the study's OSR datasets with Easy and Hard splits.
+
+    ``published`` (``published_numbers("ssb", "Table 1")``) and ``settings`` (study dataset ->
+    (paper, published dataset)) add the paper's rows (``MLS (published)``, ...) under ours, in
+    the datasets that reproduce a published one.
+    """
+    osr = summary[summary["protocol"] == "osr"]
+    if datasets is None:
+        has = osr[osr["split"].isin(_SPLITS)]
+        datasets = list(dict.fromkeys(has["dataset"]))
+    if not datasets:
+        return None
+    det = osr[osr["detector"].notna() & osr["split"].isin(_SPLITS)]
+    detectors = list(dict.fromkeys(det.loc[det["dataset"].isin(datasets), "detector"]))
+    if not detectors:
+        return None
+    acc = _lookup(osr[osr["detector"].isna() & (osr["metric"] == "accuracy")], ["dataset"])
+    look = _lookup(det, ["dataset", "detector", "metric", "split"])
+    cols = []
+    for d in datasets:
+        cols.append(Column("Acc.", d))
+        cols += [Column(f"{m} {s.capitalize()}", d) for m in ("AUROC", "OSCR") for s in _SPLITS]
+    rows, cells = [], []
+    for det_name in detectors:
+        line = []
+        for d in datasets:
+            line.append(_cell(acc.get((d,))))
+            for m in ("auroc", "oscr"):
+                line += [_cell(look.get((d, det_name, m, s))) for s in _SPLITS]
+        rows.append(det_name)
+        cells.append(line)
+    if published is not None and settings:
+        pub = published[published["paper"] == "ssb"]
+        for method in dict.fromkeys(pub["method"]):
+            line, any_value = [], False
+            for d in datasets:
+                setting = settings.get(d)
+                mine = pub[(pub["method"] == method) & (pub["dataset"] == (setting or ("", ""))[1])]
+                get = {(r.metric, r.split): r.value for r in mine.itertuples(index=False)}
+                vals = [get.get(("accuracy", ""), math.nan)]
+                vals += [get.get((m, s), math.nan) for m in ("auroc", "oscr") for s in _SPLITS]
+                any_value |= bool(np.isfinite(vals).any())
+                line += [Cell(v) for v in vals]
+            if any_value:
+                label = str(pub.loc[pub["method"] == method, "row"].iloc[0])
+                rows.append(f"{label} (published)")
+                cells.append(line)
+    return Table("study-ssb-table1", "SSB Table 1: open-set recognition, Easy / Hard",
+                 "x100; ours: mean over models [bootstrap CI over models]; Acc. is the models' "
+                 "closed-set accuracy; published rows as printed by Vaze et al. (Medium merged "
+                 "into Hard).", "Detector", cols, rows, cells)  # fmt: skip
+
+
+def imagenet_ood_table1(summary: pd.DataFrame, dataset: str) -> Table | None:
+    """ImageNet-OOD Table 1: mean AUROC over models of each (reference, OOD) pair, new-class
+    detection then failure detection."""
+    pair = summary["set"].astype(str).str.contains(" vs ", regex=False)
+    mine = (summary["dataset"] == dataset) & summary["protocol"].isin(["newclass", "failure"])
+    rows = summary[mine & (summary["metric"] == "auroc") & pair]
+    if rows.empty:
+        return None
+    pairs = list(dict.fromkeys(rows["set"]))
+    detectors = list(dict.fromkeys(rows["detector"].dropna()))
+    look = _lookup(rows, ["protocol", "detector", "set"])
+    cols = [Column(p, g) for g in ("New-class detection", "Failure detection") for p in pairs]
+    cells = [[_cell(look.get((proto, d, p))) for proto in ("newclass", "failure") for p in pairs]
+             for d in detectors]  # fmt: skip
+    return Table(f"study-{dataset}-imagenet-ood-table1",
+                 f"{dataset}: ImageNet-OOD Table 1, each pair on its own",
+                 "AUROC x100, mean over models [bootstrap CI over models]; new-class: known "
+                 "classes (covariate-shifted too) are ID; failure: correctly classified images "
+                 "are ID.", "Detector", cols, detectors, cells)  # fmt: skip
+
+
+def sood_table1(values: pd.DataFrame, dataset: str) -> Table | None:
+    """SOOD-ImageNet Table 1: per model, macro-F1 on Easy and Hard and the drop Easy -> Hard
+    (relative, in %), from the ``generalisation`` protocol's sets with splits easy and hard."""
+    rows = values[(values["dataset"] == dataset) & (values["protocol"] == "generalisation")
+                  & (values["metric"] == "macro_f1") & values["split"].isin(_SPLITS)]  # fmt: skip
+    if rows.empty:
+        return None
+    models = list(dict.fromkeys(rows["model"]))
+    f1 = {(r.model, r.split): r.value for r in rows.itertuples(index=False)}
+    cells = []
+    for m in models:
+        easy, hard = f1.get((m, "easy"), math.nan), f1.get((m, "hard"), math.nan)
+        drop = (hard - easy) / easy if easy else math.nan
+        cells.append([Cell(easy), Cell(hard), Cell(drop)])
+    cols = [Column("F1 Easy", None, "max", "r"), Column("F1 Hard", None, "max", "r"),
+            Column("Drop (%)", None, "max")]  # fmt: skip
+    return Table(f"study-{dataset}-sood-table1", f"{dataset}: SOOD-ImageNet Table 1",
+                 "Macro-F1 (two decimals, as the paper prints it) on the Easy and Hard "
+                 "splits and the relative drop Easy -> Hard in %.", "Model", cols, models,
+                 cells)  # fmt: skip
+
+
+def isood_table1(summary: pd.DataFrame, dataset: str) -> Table | None:
+    """IS-OOD Table 1: correlation and sensitivity of AUROC to each shift axis per detector."""
+    wanted = summary["metric"].isin(["auroc.correlation", "auroc.sensitivity"])
+    rows = summary[(summary["dataset"] == dataset) & (summary["protocol"] == "graded") & wanted]
+    if rows.empty:
+        return None
+    axes = [a for a in ("semantic", "covariate") if a in set(rows["split"])]
+    detectors = list(dict.fromkeys(rows["detector"].dropna()))
+    look = _lookup(rows, ["detector", "split", "metric"])
+    cols = [Column(name, axis, None, "r") for axis in axes
+            for name in ("correlation", "sensitivity")]  # fmt: skip
+    cells = [[_cell(look.get((d, a, f"auroc.{n}"))) for a in axes
+              for n in ("correlation", "sensitivity")] for d in detectors]  # fmt: skip
+    return Table(f"study-{dataset}-isood-table1", f"{dataset}: IS-OOD Table 1",
+                 "Pearson correlation and sensitivity (least-squares slope) of AUROC level "
+                 "means against the level, mean over models [bootstrap CI over models].",
+                 "Detector", cols, detectors, cells)  # fmt: skip
