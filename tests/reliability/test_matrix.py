@@ -56,7 +56,7 @@ CASES = [
     ("operating point range", lambda s: _evaluate(s, "--operating-point", "1.5"),
      "--operating-point: input should be less than or equal to 1"),
     ("superclass levels range", lambda s: ["splits", "superclass", "--out", "o", "--levels", "-1"],
-     "levels and min_subclasses must be >= 0"),
+     "--levels: should be greater than or equal to 1, got -1"),
     # NaN
     ("zsl fraction nan", lambda s: ["splits", "zsl", "--classes", "c", "--images", "i",
                                     "--out", "o", "--unseen-fraction", "nan"],

@@ -751,7 +751,7 @@ class SuperclassParams(BuilderParams):
     pool: ClassSpec = "imagenet21k-p"
     levels: int = Field(default=2, ge=1)
     min_subclasses: int = Field(default=10, ge=0)
-    threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
+    threshold: float = 0.5  # a cosine similarity in [-1, 1] (checked below: NaN too)
     nodes: dict[str, str] | None = None
     sense: Literal["most-subclasses", "first"] = "most-subclasses"
     allow_empty: bool = True
@@ -763,6 +763,8 @@ class SuperclassParams(BuilderParams):
 
     @model_validator(mode="after")
     def _stage2(self) -> SuperclassParams:
+        if not -1.0 <= self.threshold <= 1.0:
+            raise ParamError("threshold", f"a cosine similarity in [-1, 1], got {self.threshold}")
         if self.scores is None:
             for key in ("iqr_factor", "easy", "iid", "score_over"):
                 if key in self.model_fields_set:
