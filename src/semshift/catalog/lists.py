@@ -6,7 +6,7 @@ fresh lists, so a caller may modify what it gets.
 
 >>> from semshift.catalog import list_published, published_split
 >>> list_published()[:3]
-['imagenet-ood', 'isood-imagenet', 'ssb-aircraft']
+['imagenet-ood', 'isood-imagenet', 'openimage-o']
 >>> m = published_split("ssb-imagenet")
 >>> m.method, len(m.known), {k: len(v) for k, v in m.bins.items()}
 ('published:ssb-imagenet', 1000, {'easy': 1000, 'hard': 980})

@@ -1,11 +1,12 @@
 """The seed papers' published numbers, and a study's numbers beside them.
 
 ``study/data/published_numbers.csv`` holds every number the seed papers print in their result
-tables (SSB Table 1, ImageNet-OOD Table 1 and its appendix tables, SOOD-ImageNet Tables 1-2, the
-zero-shot Tables 1-2, IS-OOD Table 1), one row per cell, with the table, row and column it comes
-from, the cell as printed, and the value in semshift's units (percentages as fractions).
-``tests/study/test_published_numbers.py`` checks a sample of cells against verbatim copies of
-the papers' table rows.
+tables (SSB Table 1; ImageNet-OOD Table 1 and its appendix B and D tables; SOOD-ImageNet Tables
+1-2; the zero-shot Tables 1-2; IS-OOD Tables 1-7), one row per cell (821), with the table, row
+and column it comes from, the cell as printed, and the value in semshift's units (percentages
+as fractions). ``scripts/build_published_numbers.py`` parses them from the papers' text;
+``tests/study/test_published_table.py`` checks sample rows against verbatim copies of the
+papers' table lines.
 
 A study dataset matches a published setting when it runs a catalog benchmark the paper
 published (:data:`BENCHMARK_SETTINGS`), or when it says so (``published: ssb:cub`` in the

@@ -1,0 +1,66 @@
+"""A study dataset that reproduces a published setting gets the paper's numbers beside its
+own: published, ours, the difference and whether the published value is inside our CI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from semshift.errors import InputError
+from semshift.report.study import published_table
+from semshift.study import load_study
+from semshift.study.published import compare_published, published_numbers, published_setting
+from tests.study.conftest import study_dict
+
+
+def _summary() -> pd.DataFrame:
+    rows = [
+        ("mls", "easy", "auroc", 0.90, 0.87, 0.93), ("mls", "hard", "auroc", 0.70, 0.68, 0.72),
+        ("mls", "easy", "oscr", 0.80, 0.70, 0.85), (None, None, "accuracy", 0.86, 0.85, 0.87),
+    ]  # fmt: skip
+    return pd.DataFrame([
+        {"dataset": "birds", "protocol": "osr", "set": split or "id_test", "split": split,
+         "semantic_level": None, "covariate_level": None, "detector": d, "metric": m,
+         "mean": v, "sd": 0.01, "ci_low": lo, "ci_high": hi, "n_models": 3, "n_failed": 0}
+        for d, split, m, v, lo, hi in rows
+    ])  # fmt: skip
+
+
+def test_published_cells_are_matched_by_detector_split_and_metric() -> None:
+    got = compare_published(_summary(), {"birds": ("ssb", "cub")})
+    pub = published_numbers("ssb", "Table 1")
+    cub = pub[pub["dataset"] == "cub"]
+    assert len(got) == len(cub[(cub["metric"] != "accuracy") | (cub["method"] == "mls")])
+    key = got.set_index(["detector", "split", "metric"], drop=False)
+    easy = key.loc[("mls", "easy", "auroc")]
+    assert easy["published"] == pytest.approx(0.883) and easy["ours"] == 0.90
+    assert easy["difference"] == pytest.approx(0.90 - 0.883) and easy["inside_ci"] is True
+    hard = key.loc[("mls", "hard", "auroc")]
+    assert hard["published"] == pytest.approx(0.793) and hard["inside_ci"] is False
+    acc = got[got["metric"] == "accuracy"].iloc[0]
+    assert acc["published"] == pytest.approx(0.862) and acc["ours"] == 0.86
+    assert acc["row"] == "MLS" and acc["inside_ci"] is True
+    arpl = got[got["detector"] == "arpl"]
+    assert len(arpl) == 4 and arpl["ours"].isna().all()  # the study has no ARPL+ numbers
+    table = published_table(got, "birds")
+    assert table is not None
+    text = table.to_markdown()
+    assert "88.3" in text and "90.0 [87.0, 93.0]" in text
+
+
+def test_settings_come_from_benchmarks_or_the_study_file(study_root: Path) -> None:
+    assert published_setting("ssb:cub") == ("ssb", "cub")
+    with pytest.raises(InputError, match=r"no published setting 'ssb:cubb'; settings: .*ssb:cub"):
+        published_setting("ssb:cubb")
+    d = study_dict(study_root)
+    d["datasets"]["colours"]["published"] = "ssb:aircraft"
+    st = load_study(d, base_dir=study_root)
+    assert st.published == {"colours": ("ssb", "aircraft")}
+    d["datasets"]["colours"]["published"] = "ssb:planes"
+    with pytest.raises(InputError) as err:
+        load_study(d, base_dir=study_root)
+    assert str(err.value).startswith("study: datasets.colours.published: no published setting")
+    assert np.isfinite(published_numbers("ssb")["value"]).all()
