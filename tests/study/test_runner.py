@@ -124,3 +124,25 @@ def test_the_command_checks_and_refuses_in_one_line(study_root, tmp_path, capsys
         assert len(err) == 1 and err[0].startswith("error: "), err
     assert not (tmp_path / "c").exists()  # refused before anything ran
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_dataset_that_reproduces_ssb_gets_the_published_numbers_beside(study_root, tmp_path):
+    d = study_dict(study_root, output=str(tmp_path / "p"), detectors=["mls", "msp"])
+    ds = d["datasets"]["colours"]
+    ds["data"]["sets"] = {
+        split: {"role": "ood", "split": split, "images": "img/ood"} for split in ("easy", "hard")
+    }
+    ds["published"] = "ssb:cub"
+    d["models"] = d["models"][:2]
+    res = run_study(load_study(d, base_dir=study_root))
+    assert not res.failed
+    pub = pd.read_csv(tmp_path / "p" / "published.csv")
+    mls = pub[(pub["detector"] == "mls") & (pub["metric"] == "auroc")]
+    assert set(mls["split"]) == {"easy", "hard"} and mls["ours"].notna().all()
+    assert set(mls["published"]) == {0.883, 0.793}
+    acc = pub[pub["metric"] == "accuracy"]
+    assert len(acc) == 1 and acc["published"].iloc[0] == 0.862 and acc["ours"].notna().all()
+    assert pub.loc[pub["detector"] == "arpl", "ours"].isna().all()
+    report = (tmp_path / "p" / "report.md").read_text()
+    assert "SSB Table 1" in report and "MLS (published)" in report and "88.3" in report
+    assert "colours: ssb as published and ours" in report
