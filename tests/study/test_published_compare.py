@@ -64,3 +64,32 @@ def test_settings_come_from_benchmarks_or_the_study_file(study_root: Path) -> No
         load_study(d, base_dir=study_root)
     assert str(err.value).startswith("study: datasets.colours.published: no published setting")
     assert np.isfinite(published_numbers("ssb")["value"]).all()
+
+
+def test_imagenet_ood_pairs_and_isood_trends_are_matched() -> None:
+    rows = [
+        {"dataset": "inet", "protocol": "newclass", "set": "imagenet-r vs imagenet-ood",
+         "detector": "msp", "metric": "auroc", "mean": 0.47, "ci_low": 0.45, "ci_high": 0.49},
+        {"dataset": "inet", "protocol": "failure", "set": "id_test vs openimage-o",
+         "detector": "energy", "metric": "auroc", "mean": 0.9, "ci_low": 0.88, "ci_high": 0.92},
+        {"dataset": "grid", "protocol": "graded", "set": "grid", "split": "semantic",
+         "detector": "knn", "metric": "auroc.sensitivity", "mean": 0.066, "ci_low": 0.06,
+         "ci_high": 0.07},
+    ]  # fmt: skip
+    summary = pd.DataFrame(rows).assign(n_models=13, n_failed=0)
+    got = compare_published(summary, {"inet": ("imagenet-ood", "*"),
+                                      "grid": ("isood", "imagenet-21k")})  # fmt: skip
+    inet = got[got["dataset"] == "inet"]
+    assert len(inet) == 2 * 9  # the two pairs the study has, nine detectors each
+    r = inet[(inet["detector"] == "msp") & (inet["column"] == "IN-R vs IN-OOD (new-class)")]
+    assert r["published"].iloc[0] == pytest.approx(0.48) and r["ours"].iloc[0] == 0.47
+    assert r["inside_ci"].iloc[0] is True
+    o = inet[(inet["detector"] == "energy") & (inet["column"] == "IN-1K vs OpenImage-O (failure)")]
+    assert o["published"].iloc[0] == pytest.approx(0.885) and o["inside_ci"].iloc[0] is True
+    assert inet["ours"].notna().sum() == 2
+    grid = got[got["dataset"] == "grid"]
+    assert len(grid) == 3 * 32  # Tables 1, 4 and 6 (ImageNet-21K): AUROC, FPR@95, AUPR
+    k = grid[(grid["detector"] == "knn") & (grid["table"] == "Table 1")
+             & (grid["column"] == "Semantic sensitivity")]  # fmt: skip
+    assert k["published"].iloc[0] == pytest.approx(0.0664) and k["ours"].iloc[0] == 0.066
+    assert published_setting("imagenet-ood:*") == ("imagenet-ood", "*")

@@ -13,10 +13,20 @@ published (:data:`BENCHMARK_SETTINGS`), or when it says so (``published: ssb:cub
 study file). :func:`compare_published` then puts published, ours (the mean over the study's
 models), the difference and whether the published value lies inside our CI side by side.
 
-Matching rules: a published row's ``method`` is a semshift detector name and is compared with
-that detector's mean over models; ``split`` is the OSR split (``easy`` / ``hard``); SSB's
-closed-set accuracy is compared on the MLS row (the cross-entropy baseline: SSB trains ARPL+
-models separately, so an ARPL+ accuracy needs ARPL+-trained models and is not matched).
+Matching rules (a published row's ``method`` is a semshift detector name, compared with that
+detector's mean over models):
+
+- SSB Table 1: the ``osr`` rows of the split (``easy`` / ``hard``) and metric; the closed-set
+  accuracy on the MLS row only (the cross-entropy baseline: an ARPL+ accuracy needs
+  ARPL+-trained models and is not matched).
+- ImageNet-OOD Table 1: the ``newclass`` / ``failure`` row of the pair ``"<reference> vs
+  <ood>"`` (``newclass_failure`` with ``pairs``), the paper's datasets named as the
+  ``imagenet-ood`` benchmark names its sets (ImageNet-1K is ``id_test``).
+- IS-OOD Tables 1, 4 and 6 (ImageNet-21K): the ``graded`` protocol's ``<metric>.correlation``
+  and ``<metric>.sensitivity`` along the axis.
+
+SOOD's Table 1 is per backbone, not a mean, and the zero-shot tables are ``semshift zsl``'s: their
+numbers ship but are not matched here.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,9 +60,11 @@ BENCHMARK_SETTINGS: dict[str, tuple[str, str]] = {
     "ssb-scars": ("ssb", "scars"),
     "ssb-aircraft": ("ssb", "aircraft"),
     "ssb-imagenet": ("ssb", "imagenet"),
+    "imagenet-ood": ("imagenet-ood", "*"),
+    "isood-imagenet": ("isood", "imagenet-21k"),
 }
-#: papers whose numbers :func:`compare_published` can match today, and the protocol they use
-_PROTOCOL = {"ssb": "osr"}
+#: papers whose numbers :func:`compare_published` can match today
+_PROTOCOL = {"ssb": "osr", "imagenet-ood": "newclass_failure", "isood": "graded"}
 
 
 @cache
@@ -84,10 +97,12 @@ def published_numbers(paper: str | None = None, table: str | None = None) -> pd.
 
 
 def published_setting(spec: str) -> tuple[str, str]:
-    """``"ssb:cub"`` -> ``("ssb", "cub")``, checked against the shipped numbers."""
+    """``"ssb:cub"`` -> ``("ssb", "cub")``, checked against the shipped numbers; ``"paper:*"``
+    (every dataset of the paper: ImageNet-OOD's pairs) too."""
     paper, sep, dataset = spec.partition(":")
     frame = _read()
-    if not sep or not ((frame["paper"] == paper) & (frame["dataset"] == dataset)).any():
+    mine = (frame["paper"] == paper) & ((frame["dataset"] == dataset) | (dataset == "*"))
+    if not sep or not mine.any():
         pairs = sorted({f"{p}:{d}" for p, d in zip(frame["paper"], frame["dataset"], strict=True)
                         if p in _PROTOCOL})  # fmt: skip
         raise InputError(f"no published setting {spec!r}; settings: {', '.join(pairs)}")
@@ -97,6 +112,52 @@ def published_setting(spec: str) -> tuple[str, str]:
             f"(supported: {', '.join(_PROTOCOL)})"
         )
     return paper, dataset
+
+
+def _match_ssb(mine: pd.DataFrame, p: Any) -> tuple[pd.DataFrame, str | None] | None:
+    """SSB Table 1: osr rows of the detector, split and metric; accuracy on the MLS row."""
+    mine = mine[mine["protocol"] == "osr"]
+    if p.metric == "accuracy":
+        if p.method != "mls":
+            return None
+        return mine[mine["detector"].isna() & (mine["metric"] == "accuracy")], None
+    hit = mine[(mine["detector"] == p.method) & (mine["metric"] == p.metric)
+               & (mine["split"] == p.split)]  # fmt: skip
+    return hit, p.method
+
+
+#: ImageNet-OOD's dataset names -> the imagenet-ood benchmark's set names
+_INOOD_SETS = {"imagenet-1k": "id_test", "imagenet-c": "imagenet-c", "imagenet-r": "imagenet-r",
+               "imagenet-sketch": "imagenet-sketch", "imagenet-ood": "imagenet-ood",
+               "openimage-o": "openimage-o"}  # fmt: skip
+
+
+def _match_imagenet_ood(mine: pd.DataFrame, p: Any) -> tuple[pd.DataFrame, str | None] | None:
+    """ImageNet-OOD Table 1: the pair's newclass / failure row of the detector."""
+    if p.table != "Table 1":
+        return None
+    ref, _, ood = p.dataset.partition(":")
+    pair = f"{_INOOD_SETS[ref]} vs {_INOOD_SETS[ood]}"
+    protocol = "newclass" if p.setting == "new-class" else "failure"
+    here = mine[(mine["protocol"] == protocol) & (mine["set"] == pair)]
+    if here.empty:
+        return None  # the study has no such pair (no ImageNet-R root, say)
+    hit = here[(here["detector"] == p.method) & (here["metric"] == "auroc")]
+    return hit, p.method
+
+
+def _match_isood(mine: pd.DataFrame, p: Any) -> tuple[pd.DataFrame, str | None] | None:
+    """IS-OOD Tables 1, 4, 6: the graded protocol's correlation / sensitivity of the metric
+    along the axis (ImageNet-21K; Syn-IS is generated images semshift does not make)."""
+    if p.dataset != "imagenet-21k" or not p.setting:
+        return None
+    metric = f"{p.setting}.{p.metric}"
+    hit = mine[(mine["protocol"] == "graded") & (mine["detector"] == p.method)
+               & (mine["metric"] == metric) & (mine["split"] == p.split)]  # fmt: skip
+    return hit, p.method
+
+
+_MATCH = {"ssb": _match_ssb, "imagenet-ood": _match_imagenet_ood, "isood": _match_isood}
 
 
 def compare_published(
@@ -109,7 +170,7 @@ def compare_published(
     summary : DataFrame
         :func:`semshift.study.aggregate_over_models` output.
     settings : mapping
-        Study dataset -> (paper, published dataset).
+        Study dataset -> (paper, published dataset; ``"*"``: every dataset of the paper).
 
     Returns
     -------
@@ -117,7 +178,8 @@ def compare_published(
         ``dataset``, ``paper``, ``table``, ``row``, ``column``, ``detector``, ``split``,
         ``metric``, ``published``, ``ours``, ``ci_low``, ``ci_high``, ``difference`` (ours -
         published), ``inside_ci`` (None without a CI), ``n_models``; one row per published cell
-        of the matched settings (``ours`` NaN where the study has no such number).
+        the study could have (a pair the study lacks is left out; ``ours`` is NaN for a
+        detector it did not run).
     """
     columns = [
         "dataset", "paper", "table", "row", "column", "detector", "split", "metric",
@@ -126,18 +188,13 @@ def compare_published(
     rows = []
     for name, (paper, dataset) in settings.items():
         pub = _read()
-        pub = pub[(pub["paper"] == paper) & (pub["dataset"] == dataset)]
-        mine = summary[(summary["dataset"] == name) & (summary["protocol"] == _PROTOCOL[paper])]
+        pub = pub[(pub["paper"] == paper) & ((pub["dataset"] == dataset) | (dataset == "*"))]
+        mine = summary[summary["dataset"] == name]
         for p in pub.itertuples(index=False):
-            if p.metric == "accuracy":
-                if p.method != "mls":
-                    continue
-                hit = mine[mine["detector"].isna() & (mine["metric"] == "accuracy")]
-                detector = None
-            else:
-                hit = mine[(mine["detector"] == p.method) & (mine["metric"] == p.metric)
-                           & (mine["split"] == p.split)]  # fmt: skip
-                detector = p.method
+            matched = _MATCH[paper](mine, p)
+            if matched is None:
+                continue
+            hit, detector = matched
             got = hit.iloc[0] if len(hit) else None
             ours = float(got["mean"]) if got is not None else np.nan
             low = float(got["ci_low"]) if got is not None else np.nan
