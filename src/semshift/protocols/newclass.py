@@ -74,12 +74,9 @@ def newclass_failure(
     bootstrap : Bootstrap, default Bootstrap()
         CI settings; ``Bootstrap(n_resamples=0)`` turns CIs off.
     pairs : sequence of (reference, ood) or "all", optional
-        Also evaluate each named pair separately, as ImageNet-OOD's Table 1 does (ImageNet-R
-        vs ImageNet-OOD, ImageNet-1K vs OpenImage-O, ...): ``reference`` is id_test's name or
-        a covariate set, ``ood`` one ood set, which alone forms the negatives. Their
-        ``newclass`` and ``failure`` rows have ``set`` = ``"<reference> vs <ood>"`` and come
-        after the pooled rows, which are unchanged. ``"all"``: every reference with every
-        ood set.
+        Also each pair on its own, as ImageNet-OOD's Table 1 (:func:`_with_pairs`): rows
+        ``newclass`` / ``failure`` with ``set`` = ``"<reference> vs <ood>"``, after the pooled
+        rows (unchanged). ``"all"``: every reference with every ood set.
 
     Returns
     -------
@@ -194,7 +191,9 @@ def _with_pairs(
     bootstrap: Bootstrap,
     pairs: Sequence[tuple[str, str]] | str,
 ) -> pd.DataFrame:
-    """The pooled rows, then each (reference, ood) pair's new-class and failure rows."""
+    """The pooled rows, then each (reference, ood) pair's new-class and failure rows:
+    ``reference`` is id_test's name or a covariate set, ``ood`` one ood set, which alone forms
+    the negatives (as ImageNet-R vs ImageNet-OOD, ImageNet-1K vs OpenImage-O)."""
     pooled = newclass_failure(id_test, sets, bootstrap=bootstrap)
     by_name = {s.name: s for s in sets}
     refs = [id_test.name, *(s.name for s in sets if s.role == "covariate")]
