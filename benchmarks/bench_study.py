@@ -153,7 +153,7 @@ def bench_demo_overhead() -> None:
         print(f"demo data and {len(weights)} variants in {time.perf_counter() - t:.1f} s")
         base = demo_study_config(data, root / "unused", weights)
         _time_pair(base, root, f"the demo study ({len(weights)} GlyphNet widths x the glyphs' "
-                   "open-set bins, 7 detectors, osr, 1,000 resamples)")  # fmt: skip
+                   "open-set bins, every post-hoc detector, osr, 1,000 resamples)")  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

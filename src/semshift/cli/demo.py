@@ -109,14 +109,19 @@ def _demo_study(
         out, seed=seed, params=preset.params, n_resamples=preset.run.get("n_resamples", 1000),
         force=force, progress=not quiet, log=None if quiet else console.print,
     )  # fmt: skip
-    from semshift.report.study import over_models_table, relation_table
+    from semshift.report.study import over_models_table
 
-    for table in (
-        over_models_table(result.summary, "glyphs", "osr", ("auroc", "oscr")),
-        relation_table(result.relation, "glyphs", "auroc"),
-    ):
-        if table is not None:
-            console.print(table.to_rich())
+    table = over_models_table(result.summary, "glyphs", "osr", ("auroc", "oscr"))
+    if table is not None:
+        console.print(table.to_rich())
+    rel = result.relation[result.relation["metric"] == "auroc"]
+    for split in dict.fromkeys(rel["split"]):
+        r = rel[rel["split"] == split]["spearman"].dropna()
+        console.print(
+            f"accuracy vs AUROC across {result.relation['n_models'].max()} models, {split}: "
+            f"Spearman > 0 for {int((r > 0).sum())} of {len(r)} detectors (median "
+            f"{r.median():.2f}); the table and figure per detector are in report.html"
+        )
     failed = result.failed
     console.print(
         f"demo study finished in {time.perf_counter() - t0:.1f} s: "

@@ -4,7 +4,8 @@ Four GlyphNet variants of different widths (channels ``w, 2w, 4w, 8w`` for w = 4
 the last is the demo's own model, reused as built) are trained on the demo's ID training images
 with the demo's recipe and seed (pinned numerics: the same weights whatever the threads), then
 run as a :mod:`semshift.study` over the demo's clean open-set bins (Easy, Medium, Hard) with the
-OSR protocol and a handful of detectors. The study writes the mean over models, the ranks and
+OSR protocol and every post-hoc detector (as the demo runs them: NNGuide with its whole training
+set as guide bank when the data are small). The study writes the mean over models, the ranks and
 the relation of closed-set accuracy to AUROC across the four models (SSB's claim that a better
 classifier is a better open-set detector) under ``<out>/study``.
 
@@ -24,7 +25,7 @@ from numpy.typing import NDArray
 from semshift.demo.build import DemoData, DemoParams, build_demo_data
 from semshift.demo.model import MODEL_NAME
 
-__all__ = ["STUDY_DETECTORS", "STUDY_WIDTHS", "demo_study", "demo_study_config"]
+__all__ = ["STUDY_WIDTHS", "demo_study", "demo_study_config"]
 
 #: the variants: label -> GlyphNet widths (the last is the demo's own model)
 STUDY_WIDTHS: dict[str, tuple[int, int, int, int]] = {
@@ -34,8 +35,6 @@ STUDY_WIDTHS: dict[str, tuple[int, int, int, int]] = {
     "glyphnet-w16": (16, 32, 64, 128),
 }
 DEFAULT_WIDTHS = (16, 32, 64, 128)
-#: detectors of the demo study: logit- and feature-based, none that needs the network again
-STUDY_DETECTORS = ("msp", "mls", "energy", "knn", "mahalanobis", "vim", "react")
 
 
 def _images(data: DemoData, name: str) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
@@ -105,7 +104,7 @@ def demo_study_config(
         "output": str(out),
         "models": models,
         "datasets": {"glyphs": dataset},
-        "detectors": list(STUDY_DETECTORS),
+        "detectors": data._all_detectors(model_level=()),  # every post-hoc one, as the demo
         "run": {"bootstrap": {"n_resamples": n_resamples}},
         "plugins": ["semshift.demo"],
     }
