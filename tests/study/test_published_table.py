@@ -18,9 +18,10 @@ SSB_MLS = ("MLS\t86.2\t88.3 / 79.3\t79.8 / 73.1\t97.1\t94.0 / 82.2\t92.2 / 81.1\
 #: seed 001 (ImageNet-OOD), line 70 (new-class detection) and line 87 (failure detection)
 INOOD_NEWCLASS_MSP = "| MSP | 55.5 | 48.0 | 46.4 | 84.6 | 79.8 | |"
 INOOD_FAILURE_REACT = "| ReAct | 60.2 | 47.9 | 55.9 | 80.4 | 65.7 |"
-#: seed 002 (SOOD-ImageNet), Table 1 rows (lines 77 and 80 of the text)
-SOOD_RESNET = "ResNet50 [12] 0.62 0.46 -26.80 23.6"
-SOOD_VITL = "ViT [9] (L) 0.25 0.19 -24.12 303.4"
+#: seed 002 (SOOD-ImageNet), Table 1 rows, lines 76 and 80 (a no-break space before the
+#: citation; the trailing marks are the table's CNN / Transformer columns)
+SOOD_RESNET = "ResNet50\xa0[12] 0.62 0.46 -26.80 23.6 ×\\times×"
+SOOD_VITL = "ViT\xa0[9] (L) 0.25 0.19 -24.12 303.4 ×\\times×"
 #: seed 003 (proposed splits v2), lines 44 and 50 (Table 1) and line 63 (Table 2)
 ZSL_ALE_T1 = "ALE [6]\t58.1\t58.1\t54.9\t54.9\t59.9\t59.9\t62.5\t62.5\t39.7\t39.7"
 ZSL_GFZSL_T1 = "GFZSL [12]\t60.6\t60.8\t49.3\t49.3\t68.3\t68.2\t63.8\t63.8\t38.4\t38.4"
