@@ -91,16 +91,21 @@ def test_worker_processes_give_the_same_numbers(study_root: Path, tmp_path: Path
 
 
 def test_ray_tasks_give_the_same_numbers(study_root: Path, tmp_path: Path) -> None:
+    import tempfile
+
     import ray
 
     serial = study_dict(study_root, output=str(tmp_path / "one"))
     serial["models"] = serial["models"][:2]
     run_study(load_study(serial, base_dir=study_root), report=False)
     on_ray = {**serial, "output": str(tmp_path / "ray"), "executor": "ray"}
+    ray_dir = tempfile.mkdtemp(prefix="ray-")  # short: Ray's socket paths have a length limit
     try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=ray_dir)
         res = run_study(load_study(on_ray, base_dir=study_root), report=False)
     finally:
         ray.shutdown()
+        shutil.rmtree(ray_dir, ignore_errors=True)
     assert [o.status for o in res.outcomes] == ["done"] * 2, [o.reason for o in res.outcomes]
     pd.testing.assert_frame_equal(_numbers(tmp_path / "one"), _numbers(tmp_path / "ray"))
 

@@ -33,12 +33,14 @@ def openimage_o(
     >>> import tempfile, pathlib
     >>> from PIL import Image
     >>> from semshift.catalog import openimage_o_images
-    >>> d = pathlib.Path(tempfile.mkdtemp()) / "openimage_o"; d.mkdir()
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> d = pathlib.Path(tmp.name) / "openimage_o"; d.mkdir()
     >>> for name in openimage_o_images("val")[:2]:
     ...     Image.new("RGB", (4, 4)).save(d / name)
     >>> src = openimage_o(d.parent, "val", missing="skip")
     >>> len(src), set(src.labels.tolist()), len(src.skipped)
     (2, {-1}, 1761)
+    >>> tmp.cleanup()
     """
     from semshift.catalog.lists import openimage_o_images
 
