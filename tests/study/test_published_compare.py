@@ -93,3 +93,21 @@ def test_imagenet_ood_pairs_and_isood_trends_are_matched() -> None:
              & (grid["column"] == "Semantic sensitivity")]  # fmt: skip
     assert k["published"].iloc[0] == pytest.approx(0.0664) and k["ours"].iloc[0] == 0.066
     assert published_setting("imagenet-ood:*") == ("imagenet-ood", "*")
+
+
+def test_sood_table1_is_matched_per_backbone() -> None:
+    values = pd.DataFrame([
+        {"dataset": "sood", "protocol": "generalisation", "set": s, "split": s,
+         "detector": None, "metric": "macro_f1", "model": m, "value": v}
+        for m, e, h in (("resnet50", 0.60, 0.45), ("my_net", 0.5, 0.4))
+        for s, v in (("easy", e), ("hard", h))
+    ])  # fmt: skip
+    got = compare_published(pd.DataFrame(columns=["dataset"]),
+                            {"sood": ("sood", "sood-imagenet-c")}, values)  # fmt: skip
+    assert set(got["row"]) == {"ResNet50"} and len(got) == 3  # F1 Easy, F1 Hard, drop
+    by = got.set_index("column")
+    assert by.loc["F1 Easy", "published"] == 0.62 and by.loc["F1 Easy", "ours"] == 0.60
+    assert by.loc["Drop (%)", "published"] == pytest.approx(-0.268)
+    assert by.loc["Drop (%)", "ours"] == pytest.approx((0.45 - 0.60) / 0.60)
+    assert by["inside_ci"].isna().all()
+    assert published_setting("sood:sood-imagenet-c") == ("sood", "sood-imagenet-c")

@@ -25,8 +25,12 @@ detector's mean over models):
 - IS-OOD Tables 1, 4 and 6 (ImageNet-21K): the ``graded`` protocol's ``<metric>.correlation``
   and ``<metric>.sensitivity`` along the axis.
 
-SOOD's Table 1 is per backbone, not a mean, and the zero-shot tables are ``semshift zsl``'s: their
-numbers ship but are not matched here.
+- SOOD-ImageNet Table 1 (``published: sood:sood-imagenet-c``): per backbone, the study model
+  labelled as the row's method (the ``sood-8`` zoo's labels), its macro-F1 on the
+  ``generalisation`` protocol's sets with splits ``easy`` / ``hard`` and the relative drop
+  Easy -> Hard; no CI (one model).
+
+The zero-shot tables are ``semshift zsl``'s: their numbers ship but are not matched here.
 """
 
 from __future__ import annotations
@@ -64,7 +68,8 @@ BENCHMARK_SETTINGS: dict[str, tuple[str, str]] = {
     "isood-imagenet": ("isood", "imagenet-21k"),
 }
 #: papers whose numbers :func:`compare_published` can match today
-_PROTOCOL = {"ssb": "osr", "imagenet-ood": "newclass_failure", "isood": "graded"}
+_PROTOCOL = {"ssb": "osr", "imagenet-ood": "newclass_failure", "isood": "graded",
+             "sood": "generalisation"}  # fmt: skip
 
 
 @cache
@@ -160,8 +165,33 @@ def _match_isood(mine: pd.DataFrame, p: Any) -> tuple[pd.DataFrame, str | None] 
 _MATCH = {"ssb": _match_ssb, "imagenet-ood": _match_imagenet_ood, "isood": _match_isood}
 
 
+def _sood_rows(name: str, pub: pd.DataFrame, values: pd.DataFrame) -> list[dict[str, Any]]:
+    """SOOD Table 1 is per backbone: each published row against the study model whose label is
+    the row's method (the ``sood-8`` zoo's labels), its macro-F1 on the ``generalisation``
+    protocol's easy / hard sets (mean over seeds) and the relative drop Easy -> Hard."""
+    mine = values[(values["dataset"] == name) & (values["protocol"] == "generalisation")
+                  & (values["metric"] == "macro_f1")]  # fmt: skip
+    f1 = {(r.model, r.split): float(r.value) for r in mine.itertuples(index=False)}
+    out = []
+    for p in pub[pub["table"] == "Table 1"].itertuples(index=False):
+        if p.metric not in ("f1", "f1_drop") or not any(m == p.method for m, _ in f1):
+            continue
+        easy, hard = f1.get((p.method, "easy"), np.nan), f1.get((p.method, "hard"), np.nan)
+        ours = (
+            (hard - easy) / easy if p.metric == "f1_drop" else f1.get((p.method, p.split), np.nan)
+        )
+        out.append({"dataset": name, "paper": "sood", "table": p.table, "row": p.row,
+                    "column": p.column, "detector": None, "split": p.split or None,
+                    "metric": p.metric, "published": p.value, "ours": ours, "ci_low": np.nan,
+                    "ci_high": np.nan, "difference": ours - p.value, "inside_ci": None,
+                    "n_models": 1})  # fmt: skip
+    return out
+
+
 def compare_published(
-    summary: pd.DataFrame, settings: Mapping[str, tuple[str, str]]
+    summary: pd.DataFrame,
+    settings: Mapping[str, tuple[str, str]],
+    values: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Published numbers beside a study's means over models.
 
@@ -171,6 +201,8 @@ def compare_published(
         :func:`semshift.study.aggregate_over_models` output.
     settings : mapping
         Study dataset -> (paper, published dataset; ``"*"``: every dataset of the paper).
+    values : DataFrame, optional
+        :func:`semshift.study.model_values`: SOOD's per-backbone table is matched against it.
 
     Returns
     -------
@@ -189,6 +221,9 @@ def compare_published(
     for name, (paper, dataset) in settings.items():
         pub = _read()
         pub = pub[(pub["paper"] == paper) & ((pub["dataset"] == dataset) | (dataset == "*"))]
+        if paper == "sood":
+            rows += _sood_rows(name, pub, values if values is not None else summary[:0])
+            continue
         mine = summary[summary["dataset"] == name]
         for p in pub.itertuples(index=False):
             matched = _MATCH[paper](mine, p)

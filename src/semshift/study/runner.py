@@ -237,7 +237,7 @@ def run_study(
     )
     result = StudyResult(st, outcomes, results, **parts)
     if st.published:
-        result.published = compare_published(result.summary, st.published)
+        result.published = compare_published(result.summary, st.published, result.values)
     result.files = _write(result, report=report)
     result.seconds = time.perf_counter() - t0
     return result
