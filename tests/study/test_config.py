@@ -71,6 +71,12 @@ BAD = [
     ({"detectors": ["msp", "knnn"]}, "study: cell tiny0 / colours / seed 0: detectors[1]: "
                                      "unknown detector 'knnn'"),
     ({"plugins": ["no_such_module_x"]}, "study: plugins[0]: cannot import 'no_such_module_x'"),
+    ({"models": [{"name": "resnet5", "weights": "tiny0.pt"}]},
+     "study: models[0].name: unknown model 'resnet5' (did you mean 'resnet50'"),
+    ({"datasets": {"cub": {"benchmark": "ssb-cbu"}}},
+     "study: datasets.cub: unknown benchmark 'ssb-cbu'. Did you mean 'ssb-cub'"),
+    ({"datasets": {"cub": {"benchmark": "ssb-cub", "roots": {"birds": "x"}}}},
+     "study: datasets.cub: benchmark ssb-cub: unknown root 'birds'"),
 ]  # fmt: skip
 
 

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from semshift.errors import InputError, close_matches
+from semshift.errors import InputError, SemshiftError, close_matches
 from semshift.study.entries import DatasetEntry, ModelEntry, ZooEntry, _Strict
 from semshift.study.published import BENCHMARK_SETTINGS, published_setting
 from semshift.study.zoos import get_zoo, missing_weights
@@ -193,10 +193,22 @@ def _read(path: Path) -> Any:
         raise InputError(f"{path}{line}: not valid YAML") from None
 
 
+def _check_model_name(name: str, where: str) -> None:
+    """A registry name (``timm/...`` and ``open_clip/...`` are checked when built)."""
+    from semshift.features.models import MODELS
+
+    if name in MODELS or name.startswith(("timm/", "open_clip/")):
+        return
+    close = close_matches(name, MODELS.names(), n=3)
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    raise InputError(f"{where}: unknown model {name!r}{hint}; semshift list models lists them")
+
+
 def _models(cfg: StudyConfig, source: str) -> list[ModelEntry]:
     out: list[ModelEntry] = []
     for k, entry in enumerate(cfg.models):
         if isinstance(entry, ModelEntry):
+            _check_model_name(entry.name, f"{source}: models[{k}].name")
             out.append(entry)
             continue
         try:
@@ -362,7 +374,10 @@ def load_study(
         for name, ds in cfg.datasets.items():
             for seed in cfg.seeds:
                 out = output / "cells" / name / m.key / f"seed{seed}"
-                run_cfg = _cell_config(cfg, m, name, ds, seed, out)
+                try:
+                    run_cfg = _cell_config(cfg, m, name, ds, seed, out)
+                except SemshiftError as err:  # a benchmark's name, roots or options
+                    raise InputError(f"{source}: datasets.{name}: {err}") from None
                 cell = Cell(m.key, name, int(seed), out, run_cfg)
                 try:
                     load_config(run_cfg, base_dir=base, check_files=check_files,
