@@ -86,12 +86,12 @@ def bench_aggregate() -> None:
 
 
 def _images(root: Path, n: int) -> None:
-    from tests.study.conftest import write_images
+    from tests.training.images import write_class_images
 
     per = max(1, n // 3)
-    write_images(root / "train", {"r": (per, 0), "g": (per, 1), "b": (per, 2)}, 0)
-    write_images(root / "test", {"r": (per, 0), "g": (per, 1), "b": (per, 2)}, 1)
-    write_images(root / "ood", {"x": (per, 0), "y": (per, 1)}, 2)
+    write_class_images(root / "train", {"r": per, "g": per, "b": per}, seed=0)
+    write_class_images(root / "test", {"r": per, "g": per, "b": per}, seed=1)
+    write_class_images(root / "ood", {"x": per, "y": per}, seed=2)
     (root / "classes.txt").write_text("r\ng\nb\n")
 
 

@@ -287,16 +287,24 @@ def test_laid_from_clip_text_embeddings_and_cli(tmp_path, capsys):
     assert exit_.value.code == 2
 
 
-def test_cli_graded_with_the_inverted_file(tmp_path, capsys):
-    """`semshift splits graded --method ivf`: probing every cell gives the exact levels."""
-    from semshift.cli import main
-
+def _graded_args(tmp_path):
+    """``semshift splits graded`` on 300 ID and 120 test clustered rows (files under tmp_path)
+    with the identity LAID, less ``--out``."""
     x, y = _clustered(300, 120, dim=8)
     np.save(tmp_path / "id.npy", x)
     np.save(tmp_path / "test.npy", y)
     LAID(W=np.eye(8)).save(tmp_path / "laid.npz")
-    args = ["splits", "graded", "--id-features", str(tmp_path / "id.npy")]
-    args += ["--test-features", str(tmp_path / "test.npy"), "--laid", str(tmp_path / "laid.npz")]
+    return [
+        "splits", "graded", "--id-features", str(tmp_path / "id.npy"),
+        "--test-features", str(tmp_path / "test.npy"), "--laid", str(tmp_path / "laid.npz"),
+    ]  # fmt: skip
+
+
+def test_cli_graded_with_the_inverted_file(tmp_path, capsys):
+    """`semshift splits graded --method ivf`: probing every cell gives the exact levels."""
+    from semshift.cli import main
+
+    args = _graded_args(tmp_path)
     for method, extra in (("exact", []), ("ivf", ["--nprobe", "35"])):
         with pytest.raises(SystemExit) as exit_:
             main([*args, "--out", str(tmp_path / method), "--method", method, *extra])
@@ -319,12 +327,7 @@ def test_cli_graded_with_fixed_edges(tmp_path, capsys):
     refuses the combinations that make no sense, one line naming the option."""
     from semshift.cli import main
 
-    x, y = _clustered(300, 120, dim=8)
-    np.save(tmp_path / "id.npy", x)
-    np.save(tmp_path / "test.npy", y)
-    LAID(W=np.eye(8)).save(tmp_path / "laid.npz")
-    args = ["splits", "graded", "--id-features", str(tmp_path / "id.npy")]
-    args += ["--test-features", str(tmp_path / "test.npy"), "--laid", str(tmp_path / "laid.npz")]
+    args = _graded_args(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main([*args, "--out", str(tmp_path / "free"), "--method", "exact"])
     assert exit_.value.code == 0

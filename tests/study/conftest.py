@@ -5,25 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 from tests.tiny_model import TINY_CNN, register_tiny_cnn
+from tests.training.images import write_class_images
 
 register_tiny_cnn()
-
-
-def write_images(root: Path, classes: dict[str, tuple[int, int]], seed: int) -> None:
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    for folder, (count, colour) in classes.items():
-        (root / folder).mkdir(parents=True, exist_ok=True)
-        for k in range(count):
-            arr = rng.integers(0, 60, (32, 32, 3)).astype(np.int64)
-            arr[..., colour] += 180  # class = dominant colour channel
-            Image.fromarray(arr.clip(0, 255).astype(np.uint8)).save(root / folder / f"{k}.png")
 
 
 def study_dict(root: Path, **over: Any) -> dict[str, Any]:
@@ -69,8 +57,8 @@ def study_dict(root: Path, **over: Any) -> dict[str, Any]:
 def study_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("study")
     img = root / "img"
-    write_images(img / "train", {"r": (6, 0), "g": (6, 1), "b": (6, 2)}, 0)
-    write_images(img / "test", {"r": (5, 0), "g": (5, 1), "b": (5, 2)}, 1)
-    write_images(img / "ood", {"x": (8, 0), "y": (4, 1)}, 2)
+    write_class_images(img / "train", {"r": 6, "g": 6, "b": 6}, seed=0)
+    write_class_images(img / "test", {"r": 5, "g": 5, "b": 5}, seed=1)
+    write_class_images(img / "ood", {"x": 8, "y": 4}, seed=2)
     (img / "classes.txt").write_text("r\ng\nb\n")
     return root

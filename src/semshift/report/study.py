@@ -82,7 +82,7 @@ def over_models_table(
         a = acc.iloc[0]
         extra = f" Closed-set accuracy {100 * a['mean']:.1f} (sd {100 * a['sd']:.1f})."
     caption = (
-        f"Mean over {n} model{'s' if n != 1 else ''} [{'bootstrap CI over models'}] "
+        f"Mean over {n} model{'s' if n != 1 else ''} [bootstrap CI over models] "
         f"x100; best bold.{extra}"
     )
     what = "" if metrics is None else f" ({', '.join(metric_label(m) for m in metrics)})"
