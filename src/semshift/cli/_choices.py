@@ -14,6 +14,7 @@ call it inside the commands' annotations, which typer evaluates when it builds t
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterable
@@ -89,10 +90,17 @@ _SOURCES = {
 }
 
 
-def _has_plugins(group: str) -> bool:
+@functools.cache
+def _plugin_groups() -> frozenset[str]:
+    """The entry-point groups installed packages declare: one scan per process, as the
+    registries load their entry points once."""
     from importlib.metadata import entry_points
 
-    return bool(entry_points(group=group))
+    return frozenset(entry_points().groups)
+
+
+def _has_plugins(group: str) -> bool:
+    return group in _plugin_groups()
 
 
 def names(kind: str) -> tuple[str, ...]:
