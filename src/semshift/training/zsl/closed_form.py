@@ -112,7 +112,7 @@ class ESZSL(ZSLMethod):
         "targets": [StrOptions({"onehot", "signed"})],
     }
     grid: ClassVar[Mapping[str, Sequence[Any]]] = {"gamma": _DECADES, "lam": _DECADES}
-    order = 6
+    order = 11
 
     def __init__(self, gamma: float = 1.0, lam: float = 1.0, targets: str = "onehot") -> None:
         self.gamma = gamma
@@ -249,7 +249,7 @@ class SAE(ZSLMethod):
         "lam": tuple(float(10.0**k) for k in range(-2, 6)),
         "space": ("semantic", "feature"),
     }
-    order = 8
+    order = 13
 
     def __init__(
         self, lam: float = 0.2, space: str = "semantic", row_normalise: bool = False

@@ -67,7 +67,7 @@ class CONSE(ZSLMethod):
     name = "conse"
     title = "CONSE"
     reference = "Norouzi et al., ICLR 2014"
-    order = 1
+    order = 3
     constraints: ClassVar[Mapping[str, Any]] = {
         "top": [Interval(Integral, 1, None, closed="left")],
         "C": [Interval(Real, 0.0, None, closed="neither")],

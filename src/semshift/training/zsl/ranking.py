@@ -189,7 +189,7 @@ class ALE(BilinearRanking):
     name = "ale"
     title = "ALE"
     reference = "Akata et al., TPAMI 2016"
-    order = 3
+    order = 8
 
     def coefficients(self, scores: F64, y: I64, draws: I64 | None) -> F64:
         viol = _violations(scores, y, 1.0) > 0
@@ -222,7 +222,7 @@ class DEVISE(BilinearRanking):
     name = "devise"
     title = "DEVISE"
     reference = "Frome et al., NIPS 2013"
-    order = 4
+    order = 9
     constraints: ClassVar[Mapping[str, Any]] = {
         **BilinearRanking.constraints,
         "margin": [Interval(Real, 0.0, None, closed="neither")],
@@ -269,7 +269,7 @@ class SJE(BilinearRanking):
     name = "sje"
     title = "SJE"
     reference = "Akata et al., CVPR 2015"
-    order = 5
+    order = 10
 
     def coefficients(self, scores: F64, y: I64, draws: I64 | None) -> F64:
         v = _violations(scores, y, 1.0)
@@ -309,7 +309,7 @@ class LATEM(BilinearRanking):
     name = "latem"
     title = "LATEM"
     reference = "Xian et al., CVPR 2016"
-    order = 2
+    order = 7
     constraints: ClassVar[Mapping[str, Any]] = {
         **BilinearRanking.constraints,
         "n_maps": [Interval(Integral, 1, None, closed="left")],

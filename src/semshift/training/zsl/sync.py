@@ -67,7 +67,7 @@ class SYNC(ZSLMethod):
     name = "sync"
     title = "SYNC"
     reference = "Changpinyo et al., CVPR 2016"
-    order = 7
+    order = 12
     constraints: ClassVar[Mapping[str, Any]] = {
         "lam": [Interval(Real, 0.0, None, closed="neither")],
         "sigma": [Interval(Real, 0.0, None, closed="neither")],
