@@ -61,10 +61,14 @@ def __getattr__(name: str) -> object:
 
 @app.command("evaluate")
 def evaluate_stores(
-    train: Annotated[
-        Path, typer.Option(help="Feature store of ID training data (fits detectors).")
-    ],
     test: Annotated[Path, typer.Option(help="Feature store of ID test data.")],
+    train: Annotated[
+        Path | None,
+        typer.Option(
+            help="Feature store of ID training data (fits detectors); leave it out to run only "
+            "the detectors that need no fitting (msp, energy, mls ...)."
+        ),
+    ] = None,
     ood: Annotated[
         list[str] | None, typer.Option(help="Semantic-shift set NAME=STORE (repeatable).")
     ] = None,

@@ -58,6 +58,7 @@ __all__ = [
     "SetConfig",
     "SourceConfig",
     "SplitConfig",
+    "fit_free_detectors",
     "load_config",
     "run_config_model",
 ]
@@ -164,9 +165,14 @@ class SetConfig(SourceConfig):
 
 
 class DataConfig(_Strict):
-    """ID training (fits the detectors), optional ID validation, ID test and the other sets."""
+    """ID training (fits the detectors), optional ID validation, ID test and the other sets.
 
-    id_train: SourceConfig
+    ``id_train`` may be left out when nothing is fitted: every detector scores without fitting
+    (``msp``, ``energy``, ``mls``, ``odin`` ...; ``detectors: all`` then means every such
+    detector), and no search and no random-model protocol is configured.
+    """
+
+    id_train: SourceConfig | None = None
     id_val: SourceConfig | None = None
     id_test: SourceConfig
     sets: dict[str, SetConfig] = Field(default_factory=dict)
@@ -303,7 +309,9 @@ class RunConfig(_Strict):
 
     def sources(self) -> dict[str, SourceConfig]:
         """Every source by name: ``id_train``, ``id_val`` (if any), ``id_test`` and the sets."""
-        out: dict[str, SourceConfig] = {"id_train": self.data.id_train}
+        out: dict[str, SourceConfig] = {}
+        if self.data.id_train is not None:
+            out["id_train"] = self.data.id_train
         if self.data.id_val is not None:
             out["id_val"] = self.data.id_val
         out["id_test"] = self.data.id_test
@@ -580,6 +588,8 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         fail("detectors", f"detector(s) {', '.join(dup)} listed twice")
+    if cfg.data.id_train is None:
+        _check_no_training(cfg, fail)
     if cfg.search is not None:
         _check_search(cfg, cfg.search, fail)
     metric_lists = [("metrics", cfg.metrics)]
@@ -630,6 +640,39 @@ def _check(cfg: RunConfig, where: str, check_files: bool) -> None:
                 for need in ("id_train", "id_test"):
                     if need not in paths:
                         fail(f"protocols.{name}.stores.{seed}", f"needs a store for {need!r}")
+
+
+def _check_no_training(cfg: RunConfig, fail: Any) -> None:
+    """Without ``data.id_train`` nothing may need fitting: the detectors, the search, the
+    random-model protocols."""
+    from semshift import detectors as D
+
+    for i, spec in enumerate(cfg.detector_specs()):
+        cls = D.get_class(spec.name)
+        if cls.fit_requires or getattr(cls, "fits", False):
+            fail(
+                f"detectors[{i}]",
+                f"detector {spec.name} is fitted on the ID training data; give data.id_train "
+                f"(or use a detector that needs no fitting: {', '.join(fit_free_detectors())})",
+            )
+    if cfg.search is not None:
+        fail("search", "fits every grid point on the ID training data; give data.id_train")
+    random = cfg.protocols.random_models()
+    if random is not None:
+        name = next(n for n in cfg.protocols.enabled() if cfg.protocols.get(n) is random)
+        fail(f"protocols.{name}", "fits the detectors on each random model's ID training "
+             "data; give data.id_train")  # fmt: skip
+
+
+def fit_free_detectors() -> list[str]:
+    """The registered detectors that score without fitting (a run without ``data.id_train``
+    runs these)."""
+    from semshift import detectors as D
+
+    return [
+        n for n in D.list_detectors()
+        if not D.get_class(n).fit_requires and not getattr(D.get_class(n), "fits", False)
+    ]  # fmt: skip
 
 
 def _check_search(cfg: RunConfig, search: SearchConfig, fail: Any) -> None:

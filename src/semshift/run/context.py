@@ -201,7 +201,7 @@ class World:
     """
 
     tag: str  # "main" or "seed<k>"
-    train: Source
+    train: Source | None  # None: no data.id_train (only detectors that need no fitting)
     val: Source | None
     evals: list[Source]
     calibration: Source | None = None
@@ -212,6 +212,13 @@ class World:
     def scored(self) -> list[Source]:
         """Every source this world scores: the evaluated sets, then id_val if needed."""
         return self.evals + ([self.calibration] if self.calibration is not None else [])
+
+    @property
+    def stores(self) -> list[Source]:
+        """Every source of this world: id_train (if given), id_val (if given), the evaluated
+        sets."""
+        head = [s for s in (self.train, self.val) if s is not None]
+        return head + self.evals
 
 
 #: How to lower the memory a run needs, named in every out-of-memory message.

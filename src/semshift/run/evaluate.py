@@ -243,7 +243,8 @@ def _known_ids(ctx: RunContext, scored: ScoredWorld) -> list[str] | None:
         from semshift.taxonomy.classlists import load_classlist
 
         return list(load_classlist(ctx.cfg.classes).ids)
-    classes = scored.world.train.meta().get("classes") or {}
+    ref = scored.world.train or scored.world.evals[0]
+    classes = ref.meta().get("classes") or {}
     ids = classes.get("ids") if isinstance(classes, Mapping) else None
     return [str(i) for i in ids] if ids else None
 

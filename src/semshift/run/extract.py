@@ -123,13 +123,17 @@ class _Extractor:
 
     def train_images(self) -> Any | None:
         """The id_train images a fitted model-level detector learns from (None for a store)."""
-        src = self.cfg.sources()["id_train"]
-        return self.open_images("id_train", src, "id_train") if is_images(src) else None
+        src = self.cfg.sources().get("id_train")
+        if src is None or not is_images(src):
+            return None
+        return self.open_images("id_train", src, "id_train")
 
     def fitted_detector(self, det: Any, adapter: ModelAdapter, seed: int | None) -> str | None:
         """Fit ``det`` on the id_train images with ``adapter`` (cached under ``model_fit/``),
         or say why it cannot be fitted."""
         train = self.train_images()
+        if train is None and self.cfg.data.id_train is None:
+            return "it learns from the ID training images, and no data.id_train is given"
         if train is None:
             return (
                 "it learns from the ID training images, and data.id_train is a feature store "
@@ -459,7 +463,7 @@ def make_world(
     """The world of ``sources``: id_train fits, id_test and the sets are evaluated."""
     evals = [sources["id_test"]] + [sources[n] for n in cfg.data.sets if n in sources]
     val = sources.get("id_val")
-    return World(tag, sources["id_train"], val, evals, calibration=val if calibration else None)
+    return World(tag, sources.get("id_train"), val, evals, calibration=val if calibration else None)
 
 
 def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
@@ -510,7 +514,7 @@ def run_extract(ctx: RunContext, splits: SplitStage) -> ExtractStage:
             ctx.notes["mixed_models"] = mixed
         # every store is verified here, before any detector is fitted (on every run)
         for world in [result.main, *result.random_worlds.values()]:
-            for src in [world.train, *([world.val] if world.val else []), *world.evals]:
+            for src in world.stores:
                 _ = src.store
         _check_labels(result)
         if verified.hashed:
@@ -530,7 +534,7 @@ def _check_labels(result: ExtractStage) -> None:
     worlds = [("", result.main), *((f" (sanity seed {k})", w)
                                    for k, w in result.random_worlds.items())]  # fmt: skip
     for suffix, world in worlds:
-        for src in [world.train, *([world.val] if world.val else []), *world.evals]:
+        for src in world.stores:
             if src.role == "ood":
                 continue
             c = int(src.meta()["arrays"]["logits"]["shape"][0])
@@ -558,8 +562,7 @@ def _check_classes(cfg: RunConfig, result: ExtractStage) -> dict[str, str]:
 
         expected_ids = list(load_classlist(cfg.classes).ids)
     worlds = [("", list(result.sources.values()))] + [
-        (f" (sanity seed {seed})", [w.train, *([w.val] if w.val else []), *w.evals])
-        for seed, w in result.random_worlds.items()
+        (f" (sanity seed {seed})", w.stores) for seed, w in result.random_worlds.items()
     ]
     model_c = cfg.model.num_classes if cfg.model is not None else None
     mixed: dict[str, str] = {}

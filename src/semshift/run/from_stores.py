@@ -187,7 +187,7 @@ def _unique(items: Sequence[Any] | None) -> list[Any]:
 
 
 def config_from_stores(
-    train: str | Path,
+    train: str | Path | None,
     test: str | Path,
     *,
     ood: StoresArg = None,
@@ -215,7 +215,9 @@ def config_from_stores(
     Parameters
     ----------
     train, test : path
-        Feature stores of ID training data (fits the detectors) and ID test data.
+        Feature stores of ID training data (fits the detectors) and ID test data. ``train``
+        may be None when no detector needs fitting (``msp``, ``energy``, ``mls`` ...; the
+        default detectors are then every such one).
     ood, covariate : mapping of name to store, or ``NAME=STORE`` strings, optional
         Semantic-shift sets, and covariate-shift sets (ID classes, labels known); at least one
         set in all. ``train``, ``val`` and ``test`` are taken names.
@@ -286,7 +288,9 @@ def config_from_stores(
     def source(name: str, path: str | Path) -> dict[str, object]:
         return {"store": str(Path(path).absolute()), "select": sel.get(name, {})}
 
-    data: dict[str, Any] = {"id_train": source("train", train), "id_test": source("test", test)}
+    data: dict[str, Any] = {"id_test": source("test", test)}
+    if train is not None:
+        data = {"id_train": source("train", train), **data}
     if val is not None:
         data["id_val"] = source("val", val)
     data["sets"] = {
@@ -343,6 +347,7 @@ def option_words(message: str, config: Mapping[str, Any]) -> str:
     key, sep, rest = message[len(WHERE) + 2 :].partition(": ")
     if not sep:
         return message
+    rest = rest.replace("give data.id_train", "give --train")
     sets = (config.get("data") or {}).get("sets") or {}
     val_ood = (config.get("search") or {}).get("val_ood")
     fixed = {"data.id_train": "--train", "data.id_test": "--test", "data.id_val": "--val"}

@@ -136,11 +136,19 @@ def detectors_for(ctx: RunContext, world: World) -> tuple[list[tuple[str, Params
             else:
                 out.append((d.name, dict(d.params)))
         return out, left_out
-    train_meta = world.train.meta()
-    arrays = set(train_meta.get("arrays", {}))
-    has_head = bool(train_meta.get("head"))
-    labels_ok = bool((world.train.store.labels[world.train.selection.positions] >= 0).all())
+    # without data.id_train: the detectors that need no fitting, on id_test's arrays
+    ref = world.train or world.evals[0]
+    ref_meta = ref.meta()
+    arrays = set(ref_meta.get("arrays", {}))
+    has_head = bool(ref_meta.get("head"))
+    labels_ok = world.train is not None and bool(
+        (world.train.store.labels[world.train.selection.positions] >= 0).all()
+    )
+    no_train = "is fitted on ID training data, and no data.id_train is given"
     for name in D.list_detectors(level="post_hoc"):
+        if world.train is None and D.get_class(name).fit_requires:
+            left_out[name] = no_train
+            continue
         need = set(D.get_class(name).requires)
         lack = []
         if "logits" in need and "logits" not in arrays:
@@ -157,6 +165,8 @@ def detectors_for(ctx: RunContext, world: World) -> tuple[list[tuple[str, Params
         out.append((name, {}))
     for name in model_level_detectors():
         why = unavailable(name)
+        if why is None and world.train is None and getattr(D.get_class(name), "fits", False):
+            why = no_train
         if why is not None:
             left_out[name] = why
         elif all(name in a for a in eval_arrays):
@@ -202,11 +212,10 @@ class _WorldScorer:
             self.cache.write_json(path, {"error": one_line(err), "type": type(err).__name__})
 
     def fit_failed(self, name: str, msg: str) -> None:
+        on = self.world.train.name if self.world.train is not None else "no training data"
         for s in self.world.scored:
-            self.errors[s.name][name] = f"fit failed on {self.world.train.name}: {msg}"
-        self.ctx.error(
-            self.world.tag, f"detector {name}: fit failed on {self.world.train.name}: {msg}"
-        )
+            self.errors[s.name][name] = f"fit failed on {on}: {msg}"
+        self.ctx.error(self.world.tag, f"detector {name}: fit failed on {on}: {msg}")
 
     def score_failed(self, s: Source, name: str, msg: str) -> None:
         self.errors[s.name][name] = f"score failed on {s.name}: {msg}"
@@ -217,6 +226,8 @@ class _WorldScorer:
         world, seed = self.world, self.ctx.cfg.seed
         if world.val is not None:
             return {"val": world.val.key}, None
+        if world.train is None:  # nothing is fitted, so nothing is validated
+            return {}, None
         n = len(world.train.selection)
         rng = np.random.default_rng(seed)
         pos = np.sort(rng.permutation(n)[: max(1, n // 2)])
@@ -267,7 +278,7 @@ class _WorldScorer:
                     "detector": name,
                     # every hyperparameter, defaults included: a changed default is a new key
                     "params": D.get(name, **params).get_params(),
-                    "train": None if model_level else world.train.key,
+                    "train": None if model_level or world.train is None else world.train.key,
                     **(val_desc if needs_val else {}),
                     **({"val_ood": self.val_ood.key} if gets_ood and self.val_ood else {}),
                     "semshift": __version__,
@@ -356,6 +367,11 @@ class _WorldScorer:
         need: set[str] = set()
         for n, _ in to_fit:
             need |= set(D.get_class(n).fit_requires)
+        if world.train is None:  # every detector is fit-free (checked with the config)
+            done = D.fit_many({n: D.get(n, **p) for n, p in to_fit}, {})
+            for name, err in done.errors.items():
+                self.fit_failed(name, one_line(err))
+            return dict(done.fitted), dict(done.errors)
         train = world.train.selection
         arrays = set(world.train.store.array_names)
         t0 = time.perf_counter()

@@ -118,9 +118,11 @@ def _id_classes(ctx: RunContext, world: World) -> set[str]:
         from semshift.taxonomy.classlists import load_classlist
 
         out.update(map(str, load_classlist(ctx.cfg.classes).ids))
-    classes = world.train.meta().get("classes") or {}
+    train = world.train
+    assert train is not None  # the config check requires data.id_train with a search
+    classes = train.meta().get("classes") or {}
     out.update(map(str, (classes.get("ids") or []) if isinstance(classes, dict) else classes))
-    index = world.train.selection.index
+    index = train.selection.index
     if "class_id" in index.columns:
         out.update(map(str, index["class_id"].dropna().unique()))
     return out
@@ -132,6 +134,7 @@ def _check_leaks(ctx: RunContext, world: World, val_ood: Source) -> dict[str, An
     where = f"{cfg.source}: search"
     val = world.val
     assert val is not None  # the config check requires data.id_val
+    assert world.train is not None  # and data.id_train
     for other in (world.train, world.evals[0]):
         if val.key == other.key:
             raise InputError(
@@ -218,6 +221,7 @@ class _Inputs:
 
     def fit_inputs(self, need: frozenset[str]) -> dict[str, Any]:
         train = self.world.train
+        assert train is not None  # the config check requires data.id_train with a search
         for name in need - set(self._fit):
             if name in ("logits", "features"):
                 if name in train.store.array_names:
@@ -287,7 +291,7 @@ def run_search(ctx: RunContext, extracted: ExtractStage) -> SearchStage:
                         "fixed": fixed,
                         "objective": search.objective,
                         "max_combinations": search.max_combinations,
-                        "train": world.train.key,
+                        "train": world.train.key if world.train else None,
                         "val": world.val.key,
                         "val_ood": val_ood.key,
                         "fit_val": needs_val,
