@@ -207,7 +207,7 @@ def test_a_damaged_cached_store_is_extracted_again_not_used(table):
     a shard makes it extract that store again, and the numbers are those of the intact run."""
     from semshift.features.store import verify_store
 
-    shard = next(p for p in sorted(table.root.parent.rglob("features/hard/shards/*.npy")))
+    shard = next(p for p in sorted(table.root.parent.rglob("eval/.cache/extract/*/shards/*.npy")))
     store = shard.parents[1]
     data = bytearray(shard.read_bytes())
     data[-5] ^= 0x10

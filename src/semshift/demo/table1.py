@@ -38,7 +38,9 @@ Design (what the numbers are):
   characters is checked the same way, and a test class among them is an error.
 
 Files under ``<out>/ssb_table1/``: ``runs/<method>-seed<s>-<key>/`` (a ``semshift train``
-folder, its ``features/<set>`` stores), ``outliers/`` (class folders), ``table1.csv`` (tidy),
+folder; in its ``eval/`` the model's ``semshift run`` over the ID test and open-set images, which
+extracts and scores them through the run's cache), ``outliers/`` (class folders),
+``table1.csv`` (tidy),
 ``table1.md``, ``table1.html`` and ``table1.json`` (configuration, timings). A re-run reuses
 every finished training run and store (the folder key hashes the training configuration and the
 data's fingerprint; an interrupted run resumes from its last epoch).
@@ -47,7 +49,6 @@ data's fingerprint; an interrupted run resumes from its last epoch).
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import math
 import shutil
@@ -537,58 +538,18 @@ def _sd(values: Sequence[float] | NDArray[np.float64]) -> float:
 
 
 def table1_table(results: pd.DataFrame, *, ci: bool = True) -> Any:
-    """SSB Table 1's layout as a :class:`semshift.report.tables.Table`.
+    """SSB Table 1's layout of :func:`evaluate_table1`'s results as a
+    :class:`semshift.report.tables.Table` (:func:`semshift.report.study_tables.ssb_seed_table`,
+    the reference CE + MLS).
 
     Rows: methods (with their score); columns: Acc, AUROC Easy / Hard, OSCR Easy / Hard (x100,
     mean over seeds with the bootstrap CI), then the DeLong p-value of each AUROC against the
     reference (CE + MLS, whose own p is 1).
     """
-    from semshift.report.tables import Cell, Column, Table
+    from semshift.report.study_tables import ssb_seed_table
 
-    mean = results[results["kind"] == "mean"]
-    methods = list(dict.fromkeys(mean["method"]))
-    splits = [s for s in dict.fromkeys(mean["split"]) if s != "id"]
-    cells_by: dict[tuple[str, str, str], Cell] = {}
-    pvals: dict[tuple[str, str], Cell] = {}
-    for r in mean.itertuples(index=False):
-        cells_by[(str(r.method), str(r.split), str(r.metric))] = Cell(
-            float(r.value), float(r.ci_low), float(r.ci_high)
-        )
-        if r.metric == "auroc":
-            pvals[(str(r.method), str(r.split))] = Cell(float(r.delong_p))
-    columns = [Column("Acc")]
-    columns += [Column(s.capitalize(), group="AUROC") for s in splits]
-    columns += [Column(s.capitalize(), group="OSCR") for s in splits]
-    columns += [Column(s.capitalize(), group="DeLong p", direction=None, kind="score")
-                for s in splits]  # fmt: skip
-    empty = Cell()
-    cells = []
-    for m in methods:
-        row = [cells_by.get((m, "id", "accuracy"), empty)]
-        row += [cells_by.get((m, s, "auroc"), empty) for s in splits]
-        row += [cells_by.get((m, s, "oscr"), empty) for s in splits]
-        row += [pvals.get((m, s), empty) for s in splits]
-        cells.append(row)
-    labels = [str(mean[mean["method"] == m]["label"].iloc[0]) for m in methods]
-    seeds = results.loc[results["kind"] == "seed", "seed"].dropna().unique()
-    ref_label = labels[methods.index(BASELINE)] if BASELINE in methods else BASELINE
-    caption = (
-        f"Closed-set accuracy, AUROC (known vs unknown) and OSCR (exact) x100, mean over "
-        f"{len(seeds)} training seed(s), with percentile bootstrap 95 % CIs over the test "
-        f"images (ID and open-set images resampled separately; every seed's model scored on "
-        f"the same resamples, the same resamples for every method). DeLong p: two-sided test "
-        f"of the method's seed-mean AUROC against {ref_label}'s on the same images (1 for "
-        f"{ref_label} itself). Best per column in bold."
-    )
-    return Table(
-        key="ssb_table1",
-        title="The glyph demo's SSB Table 1",
-        caption=caption,
-        row_header="Method",
-        columns=columns,
-        rows=labels,
-        cells=cells,
-        ci=ci,
+    return ssb_seed_table(
+        results, reference=BASELINE, key="ssb_table1", title="The glyph demo's SSB Table 1", ci=ci
     )
 
 
@@ -761,17 +722,17 @@ def ssb_table1(
                 f"{100 * last.get('accuracy', math.nan):.1f} %")  # fmt: skip
     timings["train"] = time.perf_counter() - t
 
-    # ---- extract
+    # ---- extract and score: one run of semshift.run per model
     t = time.perf_counter()
-    stores = _extract(data, run_dirs, config, device, progress)
+    runs = _evaluate_models(data, run_dirs, config, device, progress)
     timings["extract"] = time.perf_counter() - t
     say(
-        f"features of {len(run_dirs)} models x {1 + len(SPLITS)} sets in {timings['extract']:.1f} s"
+        f"features and scores of {len(run_dirs)} models x {1 + len(SPLITS)} sets in "
+        f"{timings['extract']:.1f} s"
     )
 
-    # ---- score and evaluate
+    # ---- evaluate
     t = time.perf_counter()
-    runs = [_score(stores[key], key[0], key[1], config.score_of(key[0])) for key in run_dirs]
     results = evaluate_table1(
         runs, labels={m: config.label_of(m) for m in config.methods}, reference=BASELINE,
         n_resamples=config.n_resamples, level=config.level, seed=config.bootstrap_seed,
@@ -789,68 +750,61 @@ def _uses_outliers(method: str) -> bool:
     return bool(METHODS[method].uses_outliers)
 
 
-def _extract(
+def _evaluate_models(
     data: DemoData,
     run_dirs: Mapping[tuple[str, int], Path],
     config: Table1Config,
     device: str,
     progress: bool,
-) -> dict[tuple[str, int], dict[str, Path]]:
-    """Feature stores ``<run>/features/<set>`` of every model on the ID test and open sets;
-    one decoding pass per set for every model whose store is missing."""
-    from semshift.features.data import open_source
-    from semshift.features.extract import extract_many
-    from semshift.features.models import load_model
-    from semshift.features.store import open_verified
+) -> list[ScoredRun]:
+    """Each trained model through :func:`semshift.run.run` (``<run>/eval``): its ID test and
+    open-set images extracted into the run's cache and scored by the method's detector (no
+    training data: the table's detectors need no fitting); the scores read back from the
+    run's ``scores/<set>.parquet``.
 
-    sets = {"id_test": data.sets["id_test"].path,
-            **{s: data.sets[f"ood_{s}"].path for s in SPLITS}}  # fmt: skip
-    stores: dict[tuple[str, int], dict[str, Path]] = {k: {} for k in run_dirs}
-    for name, path in sets.items():
-        todo = []
-        for key, run in run_dirs.items():
-            store = run / "features" / name
-            stores[key][name] = store
-            try:  # a cached store is reused only when finished and intact (hashed in full)
-                open_verified({f"{key[0]} seed {key[1]} {name}": store}, same_model=False)
-            except SemshiftError:  # missing, unfinished or damaged: extracted again
-                todo.append((key, store))
-        if not todo:
-            continue
-        source = open_source(path, data.classes_path if name == "id_test" else None)
-        models = [
-            load_model(data.model_name, weights=run_dirs[k] / "model.safetensors",
-                       num_classes=data.num_classes)
-            for k, _ in todo
-        ]  # fmt: skip
-        for _, store in todo:
-            if store.exists():  # unfinished or damaged store of an earlier call: start again
-                shutil.rmtree(store)
-        extract_many(
-            models, source, [s for _, s in todo], preset=_EXTRACT_PRESET,
-            batch_size=config.batch_size, device=device, groups={"split": name},
-            progress=progress,
-        )  # fmt: skip
-    return stores
+    A re-run reuses every cached store and score. A cached store that no longer verifies
+    (damaged on disk) makes that model's run start again from its images."""
+    from semshift.run import run
 
-
-def _score(stores: Mapping[str, Path], method: str, seed: int, score: str) -> ScoredRun:
-    from semshift import detectors
-    from semshift.features.store import open_store
-
-    det = detectors.get(score).fit()
-    need = sorted(det.score_requires)
-
-    def scores_of(name: str) -> tuple[NDArray[np.float64], Any]:
-        store = open_store(stores[name])
-        sel = store.all()
-        return np.asarray(det.score(**sel.inputs(*need)), np.float64), store
-
-    id_scores, id_store = scores_of("id_test")
-    (logits,) = id_store.all().arrays("logits")
-    correct = np.asarray(logits).argmax(1) == id_store.labels
-    ood = {s: scores_of(s)[0] for s in SPLITS}
-    return ScoredRun(method, seed, score, id_scores, correct, ood)
+    sets = {s: {"role": "ood", "split": s, "images": str(data.sets[f"ood_{s}"].path)}
+            for s in SPLITS}  # fmt: skip
+    out = []
+    for (method, seed), folder in run_dirs.items():
+        score = config.score_of(method)
+        cfg = {
+            "name": f"{method}-seed{seed}",
+            "output": str(folder / "eval"),
+            "classes": str(data.classes_path),
+            "model": {"name": data.model_name, "weights": str(folder / "model.safetensors"),
+                      "num_classes": data.num_classes, "preset": _EXTRACT_PRESET,
+                      "batch_size": config.batch_size, "device": device},
+            "data": {"id_test": {"images": str(data.sets["id_test"].path)}, "sets": sets},
+            "detectors": [score],
+            "bootstrap": {"n_resamples": 0},
+        }  # fmt: skip
+        try:
+            result = run(cfg, progress=progress)
+        except InputError as err:  # a damaged cached store: extracted again, not used
+            if "damaged" not in str(err) and "checksum" not in str(err):
+                raise
+            result = run(cfg, progress=progress, force=True)
+        scores = {
+            name: pd.read_parquet(result.output / "scores" / f"{name}.parquet")
+            for name in ("id_test", *SPLITS)
+        }
+        col = f"score:{score}"
+        id_table = scores["id_test"]
+        out.append(
+            ScoredRun(
+                method,
+                int(seed),
+                score,
+                id_table[col].to_numpy(np.float64),
+                (id_table["pred"] == id_table["label"]).to_numpy(),
+                {s: scores[s][col].to_numpy(np.float64) for s in SPLITS},
+            )
+        )
+    return out
 
 
 def _write(
@@ -878,13 +832,16 @@ def _write(
            if outlier_ids else "")
         + "."
     )  # fmt: skip
-    files["md"].write_text(table.to_markdown() + "\n" + setup + "\n", encoding="utf-8")
-    files["html"].write_text(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>"
-        + html.escape(table.title) + "</title></head><body>\n" + table.to_html()
-        + f"<p>{html.escape(setup)}</p>\n</body></html>\n",
-        encoding="utf-8",
+    from semshift.report.blocks import Paragraph, Report, Section
+    from semshift.report.html import render_html
+    from semshift.report.markdown import render_markdown
+
+    doc = Report(
+        title=table.title, intro=Paragraph(setup), figures=[], timings={},
+        sections=[Section("ssb-table1", "SSB Table 1", [table])],
     )  # fmt: skip
+    files["md"].write_text(render_markdown(doc, root), encoding="utf-8")
+    files["html"].write_text(render_html(doc), encoding="utf-8")
     meta = {
         "config": config.to_json(),
         "recipe": recipe,

@@ -11,7 +11,10 @@ when the study has nothing for it:
 - :func:`sood_table1`: SOOD-ImageNet Table 1, one row per model (backbone): macro-F1 on Easy and
   Hard and the relative drop Easy -> Hard;
 - :func:`isood_table1`: IS-OOD Table 1, the correlation and sensitivity of each detector's AUROC
-  to the semantic and the covariate level (mean over models).
+  to the semantic and the covariate level (mean over models);
+- :func:`ssb_seed_table`: SSB Table 1 for open-set training methods each trained with several
+  seeds (seed means with image-bootstrap CIs and DeLong p-values against a reference method;
+  the glyph demo's table, :mod:`semshift.demo.table1`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pandas as pd
 
 from semshift.report.tables import Cell, Column, Table
 
-__all__ = ["imagenet_ood_table1", "isood_table1", "sood_table1", "ssb_table1"]
+__all__ = ["imagenet_ood_table1", "isood_table1", "sood_table1", "ssb_seed_table", "ssb_table1"]
 
 _SPLITS = ("easy", "hard")
 
@@ -159,3 +162,67 @@ def isood_table1(summary: pd.DataFrame, dataset: str) -> Table | None:
                  "Pearson correlation and sensitivity (least-squares slope) of AUROC level "
                  "means against the level, mean over models [bootstrap CI over models].",
                  "Detector", cols, detectors, cells)  # fmt: skip
+
+
+def ssb_seed_table(
+    results: pd.DataFrame,
+    *,
+    reference: str,
+    key: str = "ssb_seed_table",
+    title: str = "SSB Table 1 over training seeds",
+    ci: bool = True,
+) -> Table:
+    """SSB Table 1's layout for open-set training methods, each trained with several seeds.
+
+    ``results`` is the tidy table of :func:`semshift.demo.table1.evaluate_table1` (columns
+    ``kind`` (``mean`` / ``seed``), ``method``, ``label``, ``seed``, ``split`` (``id`` and the
+    open-set splits), ``metric`` (``accuracy``, ``auroc``, ``oscr``), ``value``, ``ci_low``,
+    ``ci_high``, ``delong_p``). Rows: methods (their labels); columns: Acc, AUROC per split,
+    OSCR per split (x100, mean over seeds with the bootstrap CI), then the DeLong p-value of
+    each AUROC against ``reference``'s (a method name; its own p is 1).
+    """
+    mean = results[results["kind"] == "mean"]
+    methods = list(dict.fromkeys(mean["method"]))
+    splits = [s for s in dict.fromkeys(mean["split"]) if s != "id"]
+    cells_by: dict[tuple[str, str, str], Cell] = {}
+    pvals: dict[tuple[str, str], Cell] = {}
+    for r in mean.itertuples(index=False):
+        cells_by[(str(r.method), str(r.split), str(r.metric))] = Cell(
+            float(r.value), float(r.ci_low), float(r.ci_high)
+        )
+        if r.metric == "auroc":
+            pvals[(str(r.method), str(r.split))] = Cell(float(r.delong_p))
+    columns = [Column("Acc")]
+    columns += [Column(s.capitalize(), group="AUROC") for s in splits]
+    columns += [Column(s.capitalize(), group="OSCR") for s in splits]
+    columns += [Column(s.capitalize(), group="DeLong p", direction=None, kind="score")
+                for s in splits]  # fmt: skip
+    empty = Cell()
+    cells = []
+    for m in methods:
+        row = [cells_by.get((m, "id", "accuracy"), empty)]
+        row += [cells_by.get((m, s, "auroc"), empty) for s in splits]
+        row += [cells_by.get((m, s, "oscr"), empty) for s in splits]
+        row += [pvals.get((m, s), empty) for s in splits]
+        cells.append(row)
+    labels = [str(mean[mean["method"] == m]["label"].iloc[0]) for m in methods]
+    seeds = results.loc[results["kind"] == "seed", "seed"].dropna().unique()
+    ref_label = labels[methods.index(reference)] if reference in methods else reference
+    caption = (
+        f"Closed-set accuracy, AUROC (known vs unknown) and OSCR (exact) x100, mean over "
+        f"{len(seeds)} training seed(s), with percentile bootstrap 95 % CIs over the test "
+        f"images (ID and open-set images resampled separately; every seed's model scored on "
+        f"the same resamples, the same resamples for every method). DeLong p: two-sided test "
+        f"of the method's seed-mean AUROC against {ref_label}'s on the same images (1 for "
+        f"{ref_label} itself). Best per column in bold."
+    )
+    return Table(
+        key=key,
+        title=title,
+        caption=caption,
+        row_header="Method",
+        columns=columns,
+        rows=labels,
+        cells=cells,
+        ci=ci,
+    )
