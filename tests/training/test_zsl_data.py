@@ -163,13 +163,43 @@ def test_the_cli_writes_results_and_the_val_grid(mat_dir, tmp_path, capsys):
         capsys,
     )  # fmt: skip
     assert code == 0
-    assert "Zero-shot learning (proposed splits V1 vs V2)" in out
-    assert "Generalised zero-shot learning" in out
+    assert "Table 1 of the proposed splits (V1 vs V2)" in out
+    assert "Generalised zero-shot learning: Table 2" in out
     res = pd.read_csv(out_dir / "results.csv")
     assert set(res["detector"]) == {"eszsl", "sae"} and set(res["split"]) == {"v1", "v2"}
     assert set(res["metric"]) == {"ts", "tr", "h", "zsl_top1"} and len(res) == 16
     grid = pd.read_csv(out_dir / "grid.csv")
     assert len(grid) == 2 * (49 + 16)  # both splits: ESZSL 7 x 7, SAE 8 x 2
+    assert "| eszsl |" in (out_dir / "tables.md").read_text()
+
+
+def test_the_cli_runs_several_datasets_side_by_side(mat_dir, tmp_path, capsys):
+    """Two datasets in one run: each dataset's rows equal a run of it alone; a dataset named
+    like a published one gets the paper's row beside ours."""
+    awa2 = write_xlsa(read_xlsa(mat_dir), tmp_path / "AWA2")
+    out_dir = tmp_path / "out"
+    code, out, _ = _run(
+        ["zsl", "run", "--data", str(mat_dir), "--data", str(awa2), "--method", "eszsl",
+         "--split", "both", "--out", str(out_dir)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, out
+    res = pd.read_csv(out_dir / "results.csv")
+    assert set(res["set"]) == {mat_dir.name, "AWA2"} and len(res) == 2 * 2 * 4
+    alone = tmp_path / "alone"
+    code, _, _ = _run(
+        ["zsl", "run", "--data", str(awa2), "--method", "eszsl", "--split", "both",
+         "--out", str(alone)],
+        capsys,
+    )  # fmt: skip
+    mine = res[res["set"] == "AWA2"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, pd.read_csv(alone / "results.csv"))
+    md = (out_dir / "tables.md").read_text()
+    assert "| ESZSL (published) |" in md and "58.6" in md  # AWA2 V1 and V2 in the paper
+    code, _, err = _run(
+        ["zsl", "run", "--data", str(awa2), "--data", str(awa2), "--method", "eszsl"], capsys
+    )
+    assert code == 2 and "a second dataset named 'AWA2'" in err and err.count("\n") == 1
 
 
 def test_an_unknown_method_is_one_line_exit_2(mat_dir, capsys):

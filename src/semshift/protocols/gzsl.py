@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from semshift.errors import InputError
 from semshift.metrics import gzsl as gzsl_metric
@@ -31,7 +31,7 @@ from semshift.protocols.tidy import error_row, results_frame
 if TYPE_CHECKING:
     from semshift.training.zsl import ZSLOutcome
 
-__all__ = ["gzsl", "zsl_results"]
+__all__ = ["ZslConfig", "ZslDataset", "gzsl", "zsl_results"]
 
 
 def gzsl(
@@ -214,18 +214,32 @@ def zsl_results(outcomes: Sequence[ZSLOutcome], *, calibration: float = 0.0) -> 
     return results_frame(r for f in frames for r in f.to_dict("records"))
 
 
-class ZslConfig(ProtocolConfig):
-    """``protocols.zsl``: train and evaluate zero-shot methods on a ``res101.mat`` /
-    ``att_splits.mat`` pair (hyperparameters on the split's val classes).
+class ZslDataset(BaseModel):
+    """One dataset of ``protocols.zsl.datasets``: a ``res101.mat`` / ``att_splits.mat`` pair."""
 
-    ``methods`` defaults to all eight of the proposed-splits paper; ``versions`` to V2 (add
-    ``v1`` for the V1 vs V2 comparison of its Table 1); ``calibration`` is the calibrated
-    stacking constant of the GZSL predictions (0 = plain argmax, the paper's protocol).
-    """
+    model_config = ConfigDict(extra="forbid")
 
     features: Path
     splits: Path
     name: str | None = None
+
+
+class ZslConfig(ProtocolConfig):
+    """``protocols.zsl``: train and evaluate zero-shot methods on ``res101.mat`` /
+    ``att_splits.mat`` pairs (hyperparameters on the split's val classes).
+
+    One dataset by ``features`` and ``splits`` (and ``name``), or several by ``datasets`` (a
+    list of such entries; the paper's Tables 1 and 2 put SUN, CUB, AWA1, AWA2 and aPY side by
+    side). ``methods`` defaults to every registered method (the paper's thirteen);
+    ``versions`` to V2 (add ``v1`` for the V1 vs V2 comparison of its Table 1);
+    ``calibration`` is the calibrated stacking constant of the GZSL predictions (0 = plain
+    argmax, the paper's protocol).
+    """
+
+    features: Path | None = None
+    splits: Path | None = None
+    name: str | None = None
+    datasets: list[ZslDataset] | None = Field(default=None, min_length=1)
     methods: list[str] | None = None
     versions: list[Literal["v1", "v2"]] = Field(default=["v2"], min_length=1)
     calibration: float = 0.0
@@ -240,6 +254,30 @@ class ZslConfig(ProtocolConfig):
                 get_zsl_method(m)
         return value
 
+    @model_validator(mode="after")
+    def _one_form(self) -> ZslConfig:
+        single = self.features is not None or self.splits is not None
+        if single and self.datasets is not None:
+            raise ValueError("give either 'features' and 'splits' or 'datasets', not both")
+        if self.datasets is None and (self.features is None or self.splits is None):
+            raise ValueError("give 'features' and 'splits' (one dataset) or 'datasets' (a list)")
+        if self.datasets is not None and self.name is not None:
+            raise ValueError("'name' names the one dataset of 'features'; in 'datasets' each "
+                             "entry has its own")  # fmt: skip
+        names = [e.name or e.features.parent.name for e in self.entries()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two datasets named {twice[0]!r} (a dataset's name defaults to "
+                             "its folder's); give each a distinct 'name'")  # fmt: skip
+        return self
+
+    def entries(self) -> list[ZslDataset]:
+        """The configured datasets, in order."""
+        if self.datasets is not None:
+            return list(self.datasets)
+        assert self.features is not None and self.splits is not None
+        return [ZslDataset(features=self.features, splits=self.splits, name=self.name)]
+
 
 @register_protocol(
     "zsl",
@@ -252,12 +290,14 @@ class ZslConfig(ProtocolConfig):
 def _run_zsl(inputs: ProtocolInputs, config: ZslConfig) -> pd.DataFrame:
     from semshift.training.zsl import evaluate_zsl, list_zsl_methods, read_xlsa
 
-    data = read_xlsa(
-        config.features.parent,
-        features=config.features.name,
-        splits=str(config.splits),
-        name=config.name,
-    )
     methods = config.methods or list_zsl_methods()
-    outcomes = [evaluate_zsl(data, m, split=v) for v in config.versions for m in methods]
+    outcomes = []
+    for entry in config.entries():  # distinct names (checked with the config)
+        data = read_xlsa(
+            entry.features.parent,
+            features=entry.features.name,
+            splits=str(entry.splits),
+            name=entry.name,
+        )
+        outcomes += [evaluate_zsl(data, m, split=v) for v in config.versions for m in methods]
     return zsl_results(outcomes, calibration=config.calibration)

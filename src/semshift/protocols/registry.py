@@ -46,6 +46,7 @@ __all__ = [
     "list_protocols",
     "register_protocol",
     "report_rows",
+    "set_config_path",
 ]
 
 #: The ranking metrics a protocol uses when its config names none.
@@ -341,5 +342,33 @@ def get_protocol(name: str) -> ProtocolSpec:
 
 
 def config_paths(config: BaseModel) -> dict[str, Path]:
-    """The ``Path`` values of a protocol config, by field name (for path resolution and keys)."""
-    return {k: v for k, v in config if isinstance(v, Path)}
+    """The ``Path`` values of a protocol config (for path resolution and keys), by field name,
+    dotted into nested configs and lists (``datasets.0.features``); mappings are not walked.
+    :func:`set_config_path` writes one back."""
+    out: dict[str, Path] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Path):
+            out[prefix] = value
+        elif isinstance(value, BaseModel):
+            for k, v in value:
+                walk(f"{prefix}.{k}", v)
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                walk(f"{prefix}.{i}", v)
+
+    for key, value in config:
+        walk(key, value)
+    return out
+
+
+def set_config_path(config: BaseModel, key: str, value: Path) -> None:
+    """Set the path :func:`config_paths` listed under ``key`` (a dotted key)."""
+    *parents, last = key.split(".")
+    obj: Any = config
+    for part in parents:
+        obj = obj[int(part)] if isinstance(obj, list | tuple) else getattr(obj, part)
+    if isinstance(obj, list):
+        obj[int(last)] = value
+    else:
+        setattr(obj, last, value)

@@ -275,6 +275,10 @@ def write_study_report(
         body.append(table.to_html())
 
     heads = [headline.ssb_table1(summary, published=published_numbers, settings=settings)]
+    heads += [
+        headline.zsl_table1(summary, value="mean", published=published_numbers),
+        headline.zsl_table2(summary, value="mean", published=published_numbers),
+    ]
     for dataset in dict.fromkeys(summary["dataset"]):
         heads += [
             headline.imagenet_ood_table1(summary, dataset),

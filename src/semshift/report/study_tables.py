@@ -14,20 +14,35 @@ when the study has nothing for it:
   to the semantic and the covariate level (mean over models);
 - :func:`ssb_seed_table`: SSB Table 1 for open-set training methods each trained with several
   seeds (seed means with image-bootstrap CIs and DeLong p-values against a reference method;
-  the glyph demo's table, :mod:`semshift.demo.table1`).
+  the glyph demo's table, :mod:`semshift.demo.table1`);
+- :func:`zsl_table1` and :func:`zsl_table2`: the proposed-splits paper's Tables 1 (ZSL top-1,
+  V1 next to V2 per dataset, differences over 0.5 points marked) and 2 (ts / tr / H on V2),
+  each method's published row beside ours.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from semshift.report.tables import Cell, Column, Table
 
-__all__ = ["imagenet_ood_table1", "isood_table1", "sood_table1", "ssb_seed_table", "ssb_table1"]
+__all__ = [
+    "ZSL_DATASETS",
+    "ZSL_HIGHLIGHT",
+    "imagenet_ood_table1",
+    "isood_table1",
+    "sood_table1",
+    "ssb_seed_table",
+    "ssb_table1",
+    "zsl_dataset_key",
+    "zsl_table1",
+    "zsl_table2",
+]
 
 _SPLITS = ("easy", "hard")
 
@@ -226,3 +241,167 @@ def ssb_seed_table(
         cells=cells,
         ci=ci,
     )
+
+
+#: The proposed-splits paper's datasets, in its tables' column order.
+ZSL_DATASETS = ("sun", "cub", "awa1", "awa2", "apy")
+#: V1 and V2 values further apart than this (a fraction: 0.5 points) are marked, as the paper
+#: prints them in red.
+ZSL_HIGHLIGHT = 0.005
+_ZSL_MARK = "†"
+
+
+def zsl_dataset_key(name: str) -> str:
+    """A dataset's name as the published numbers spell it: ``"AWA2"`` -> ``"awa2"``,
+    ``"aPY"`` -> ``"apy"`` (lower case, letters and digits only)."""
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+def _zsl_datasets(rows: pd.DataFrame) -> list[str]:
+    names = list(dict.fromkeys(map(str, rows["set"])))
+    paper = {k: i for i, k in enumerate(ZSL_DATASETS)}
+    return sorted(names, key=lambda n: (paper.get(zsl_dataset_key(n), len(paper)), names.index(n)))
+
+
+def _zsl_published(published: pd.DataFrame | None, table: str) -> pd.DataFrame | None:
+    if published is None:
+        return None
+    pub = published[(published["paper"] == "zsl-v2") & (published["table"] == table)]
+    return pub if len(pub) else None
+
+
+def _zsl_rows(
+    ours: list[tuple[str, list[Cell]]],
+    published: Mapping[str, tuple[str, list[Cell]]],
+) -> tuple[list[str], list[list[Cell]]]:
+    """Our rows, each followed by the paper's row of the same method (when it has one)."""
+    labels: list[str] = []
+    cells: list[list[Cell]] = []
+    for method, line in ours:
+        labels.append(method)
+        cells.append(line)
+        if method in published:
+            title, pub_line = published[method]
+            labels.append(f"{title} (published)")
+            cells.append(pub_line)
+    return labels, cells
+
+
+def zsl_table1(
+    rows: pd.DataFrame, *, value: str = "value", published: pd.DataFrame | None = None
+) -> Table | None:
+    """The proposed-splits paper's Table 1: ZSL top-1 per method, each dataset's V1 next to V2.
+
+    ``rows`` are ``gzsl`` result rows (``set`` = dataset, ``split`` = ``v1`` / ``v2``,
+    ``detector`` = method, ``metric`` ``zsl_top1``), the value in column ``value`` (``value``
+    for a run, ``mean`` for a study's summary) with ``ci_low`` / ``ci_high``. A cell whose V1
+    and V2 values differ by more than 0.5 points is marked †, as the paper prints them in red.
+    With ``published`` (the shipped numbers, :func:`semshift.study.published_numbers`), the
+    paper's row of each method follows ours, on the datasets whose names match the paper's
+    (:func:`zsl_dataset_key`), marked the same way. None when there are no ZSL rows.
+    """
+    zsl = rows[(rows["protocol"] == "gzsl") & (rows["metric"] == "zsl_top1")]
+    zsl = zsl[zsl["detector"].notna()]
+    if zsl.empty:
+        return None
+    datasets = _zsl_datasets(zsl)
+    versions = sorted(map(str, dict.fromkeys(zsl["split"].dropna())))
+    look = {(str(r.detector), str(r.set), str(r.split)): r for r in zsl.itertuples(index=False)}
+
+    def pair(vals: list[float], make: Any) -> list[Cell]:
+        mark = ""
+        if len(vals) == 2 and all(math.isfinite(v) for v in vals):
+            mark = _ZSL_MARK if abs(vals[0] - vals[1]) > ZSL_HIGHLIGHT + 1e-12 else ""
+        return [make(i, mark) for i in range(len(vals))]
+
+    ours: list[tuple[str, list[Cell]]] = []
+    for method in dict.fromkeys(map(str, zsl["detector"])):
+        line: list[Cell] = []
+        for d in datasets:
+            got = [look.get((method, d, v)) for v in versions]
+            vals = [float(getattr(g, value)) if g is not None else math.nan for g in got]
+
+            def make(i: int, mark: str, got: list[Any] = got, vals: list[float] = vals) -> Cell:
+                g = got[i]
+                if g is None:
+                    return Cell()
+                return Cell(vals[i], float(g.ci_low), float(g.ci_high), mark=mark)
+
+            line += pair(vals, make)
+        ours.append((method, line))
+    pub_rows: dict[str, tuple[str, list[Cell]]] = {}
+    pub = _zsl_published(published, "Table 1")
+    if pub is not None:
+        get = {(r.method, r.dataset, r.setting.lower()): r for r in pub.itertuples(index=False)}
+        for method, _ in ours:
+            line, any_value = [], False
+            for d in datasets:
+                got = [get.get((method, zsl_dataset_key(d), v)) for v in versions]
+                vals = [float(g.value) if g is not None else math.nan for g in got]
+                any_value |= any(g is not None for g in got)
+                line += pair(vals, lambda i, mark, vals=vals: Cell(vals[i], mark=mark))
+            if any_value:
+                title = str(pub.loc[pub["method"] == method, "row"].iloc[0])
+                pub_rows[method] = (title, line)
+    labels, cells = _zsl_rows(ours, pub_rows)
+    cols = [Column(v.upper(), d) for d in datasets for v in versions]
+    return Table(
+        "zsl-table1", "Zero-shot learning: Table 1 of the proposed splits (V1 vs V2)",
+        "ZSL top-1 x100: per-class top-1 accuracy on unseen test images over the unseen classes"
+        "; V1 chooses hyperparameters on train / val sets that hold test_seen images, V2 on sets "
+        "without them. † V1 and V2 differ by more than 0.5 points (red in the paper)."
+        + (" Published rows as printed by Xian et al. (Table 1)." if pub_rows else ""),
+        "Method", cols, labels, cells,
+    )  # fmt: skip
+
+
+def zsl_table2(
+    rows: pd.DataFrame, *, value: str = "value", published: pd.DataFrame | None = None
+) -> Table | None:
+    """The proposed-splits paper's Table 2: GZSL ts / tr / H per method and dataset on V2.
+
+    ``rows`` and ``value`` as for :func:`zsl_table1`; the V2 rows are used (the only version
+    when there is one). With ``published``, the paper's row of each method follows ours
+    (CMT*'s row appears when a ``cmt_star`` method ran). None when there are no GZSL rows.
+    """
+    g = rows[(rows["protocol"] == "gzsl") & rows["metric"].isin(["ts", "tr", "h"])]
+    g = g[g["detector"].notna()]
+    versions = sorted(map(str, dict.fromkeys(g["split"].dropna())))
+    if versions:
+        g = g[g["split"].astype(str) == ("v2" if "v2" in versions else versions[-1])]
+    if g.empty:
+        return None
+    datasets = _zsl_datasets(g)
+    metrics = ("ts", "tr", "h")
+    look = {(str(r.detector), str(r.set), str(r.metric)): r for r in g.itertuples(index=False)}
+    ours: list[tuple[str, list[Cell]]] = []
+    for method in dict.fromkeys(map(str, g["detector"])):
+        line = []
+        for d in datasets:
+            for m in metrics:
+                r = look.get((method, d, m))
+                line.append(
+                    Cell(float(getattr(r, value)), float(r.ci_low), float(r.ci_high))
+                    if r is not None
+                    else Cell()
+                )
+        ours.append((method, line))
+    pub_rows: dict[str, tuple[str, list[Cell]]] = {}
+    pub = _zsl_published(published, "Table 2")
+    if pub is not None:
+        get = {(r.method, r.dataset, r.metric): r.value for r in pub.itertuples(index=False)}
+        for method, _ in ours:
+            vals = [get.get((method, zsl_dataset_key(d), m), math.nan)
+                    for d in datasets for m in metrics]  # fmt: skip
+            if any(math.isfinite(v) for v in vals):
+                title = str(pub.loc[pub["method"] == method, "row"].iloc[0])
+                pub_rows[method] = (title, [Cell(v) for v in vals])
+    labels, cells = _zsl_rows(ours, pub_rows)
+    cols = [Column({"h": "H"}.get(m, m), d) for d in datasets for m in metrics]
+    return Table(
+        "zsl-table2", "Generalised zero-shot learning: Table 2 of the proposed splits (V2)",
+        "Per-class top-1 x100 on Proposed Split V2: ts = unseen-class test images over all "
+        "classes, tr = seen-class test images over all classes, H = their harmonic mean."
+        + (" Published rows as printed by Xian et al. (Table 2)." if pub_rows else ""),
+        "Method", cols, labels, cells,
+    )  # fmt: skip

@@ -39,6 +39,7 @@ from semshift.protocols.registry import (
     config_paths,
     get_protocol,
     list_protocols,
+    set_config_path,
 )
 from semshift.textio import read_yaml
 
@@ -483,7 +484,7 @@ def _resolve_paths(cfg: RunConfig, base: Path) -> None:
         pc = protocols.get(name)
         assert pc is not None
         for field_name, value in config_paths(pc).items():
-            setattr(pc, field_name, _abs(base, value) or value)
+            set_config_path(pc, field_name, _abs(base, value) or value)
         if isinstance(pc, RandomModelsConfig) and pc.stores is not None:
             pc.stores = {
                 seed: {set_name: _abs(base, path) or path for set_name, path in sets.items()}

@@ -24,13 +24,14 @@ detector's mean over models):
   ``imagenet-ood`` benchmark names its sets (ImageNet-1K is ``id_test``).
 - IS-OOD Tables 1, 4 and 6 (ImageNet-21K): the ``graded`` protocol's ``<metric>.correlation``
   and ``<metric>.sensitivity`` along the axis.
-
 - SOOD-ImageNet Table 1 (``published: sood:sood-imagenet-c``): per backbone, the study model
   labelled as the row's method (the ``sood-8`` zoo's labels), its macro-F1 on the
   ``generalisation`` protocol's sets with splits ``easy`` / ``hard`` and the relative drop
   Easy -> Hard; no CI (one model).
-
-The zero-shot tables are ``semshift zsl``'s: their numbers ship but are not matched here.
+- Zero-shot (``published: zsl-v2:*``) Tables 1 and 2: the ``gzsl`` rows of the ``zsl``
+  protocol, on the datasets whose names are the paper's (SUN, CUB, AWA1, AWA2, aPY; case and
+  punctuation ignored): ZSL top-1 of V1 and V2 (Table 1) and ts / tr / H on V2 (Table 2), per
+  method.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ BENCHMARK_SETTINGS: dict[str, tuple[str, str]] = {
 }
 #: papers whose numbers :func:`compare_published` can match today
 _PROTOCOL = {"ssb": "osr", "imagenet-ood": "newclass_failure", "isood": "graded",
-             "sood": "generalisation"}  # fmt: skip
+             "sood": "generalisation", "zsl-v2": "zsl"}  # fmt: skip
 
 
 @cache
@@ -162,7 +163,27 @@ def _match_isood(mine: pd.DataFrame, p: Any) -> tuple[pd.DataFrame, str | None] 
     return hit, p.method
 
 
-_MATCH = {"ssb": _match_ssb, "imagenet-ood": _match_imagenet_ood, "isood": _match_isood}
+def _match_zsl(mine: pd.DataFrame, p: Any) -> tuple[pd.DataFrame, str | None] | None:
+    """Zero-shot Tables 1 and 2: the ``gzsl`` row of the method on the dataset whose name is
+    the paper's (``AWA2`` for ``awa2``, :func:`~semshift.report.study_tables.zsl_dataset_key`):
+    ZSL top-1 of the setting's split version (Table 1), ts / tr / H on V2 (Table 2)."""
+    from semshift.report.study_tables import zsl_dataset_key
+
+    here = mine[mine["protocol"] == "gzsl"]
+    here = here[here["set"].map(lambda s: zsl_dataset_key(str(s))) == p.dataset]
+    if here.empty:
+        return None  # the study has no such dataset
+    if p.table == "Table 1":
+        metric, version = "zsl_top1", str(p.setting).lower()
+    else:
+        metric, version = p.metric, "v2"
+    hit = here[(here["detector"] == p.method) & (here["metric"] == metric)
+               & (here["split"].astype(str) == version)]  # fmt: skip
+    return hit, p.method
+
+
+_MATCH = {"ssb": _match_ssb, "imagenet-ood": _match_imagenet_ood, "isood": _match_isood,
+          "zsl-v2": _match_zsl}  # fmt: skip
 
 
 def _sood_rows(name: str, pub: pd.DataFrame, values: pd.DataFrame) -> list[dict[str, Any]]:
