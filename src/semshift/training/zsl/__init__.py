@@ -19,6 +19,7 @@ The accuracies (per-class top-1, ts / tr / H, calibrated stacking) are
 """
 
 from semshift.training.zsl.closed_form import ESZSL, SAE
+from semshift.training.zsl.cmt import CMT, CMTStar
 from semshift.training.zsl.conse import CONSE
 from semshift.training.zsl.data import (
     SETS,
@@ -37,6 +38,7 @@ from semshift.training.zsl.evaluate import (
     grid_candidates,
     select_hyperparameters,
 )
+from semshift.training.zsl.gfzsl import GFZSL
 from semshift.training.zsl.ranking import ALE, DEVISE, LATEM, SJE, BilinearRanking
 from semshift.training.zsl.registry import (
     ZSL_METHODS,
@@ -45,21 +47,26 @@ from semshift.training.zsl.registry import (
     list_zsl_methods,
     register_zsl_method,
 )
+from semshift.training.zsl.sse import SSE
 from semshift.training.zsl.sync import SYNC
 
 __all__ = [
     "ALE",
+    "CMT",
     "CONSE",
     "DEVISE",
     "ESZSL",
+    "GFZSL",
     "LATEM",
     "SAE",
     "SETS",
     "SJE",
     "SPLIT_VERSIONS",
+    "SSE",
     "SYNC",
     "ZSL_METHODS",
     "BilinearRanking",
+    "CMTStar",
     "GridPoint",
     "ZSLData",
     "ZSLMethod",
