@@ -13,7 +13,6 @@ from semshift.cli._options import (
     DeviceOption,
     ProgressOption,
     WaitOption,
-    WorkersOption,
     console,
     memory,
 )
@@ -90,7 +89,12 @@ def extract_features(
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Images per forward pass.")] = 64,
     shard_size: Annotated[int, typer.Option(help="Rows per shard.")] = 10_000,
-    workers: WorkersOption = 4,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="DataLoader worker processes (default: the CPUs this process may use, at most 4)."
+        ),
+    ] = None,
     preset: Annotated[
         str | None,
         typer.Option(
@@ -171,6 +175,10 @@ def extract_features(
     from semshift.features.model_detectors import fit_model_detectors
 
     dets, fitting = _score_detectors(score, fit_images)
+    if workers is None:
+        from semshift.features.data import default_workers
+
+        workers = default_workers()
     doing = (
         f"extracting {model} (--batch-size {batch_size}, --workers {workers}, --device {device})"
     )
@@ -203,5 +211,6 @@ def extract_features(
         f"{summary.out}: {summary.n_stored} of {summary.n_images} images stored in "
         f"{summary.n_shards} shards ({summary.n_resumed} resumed), {summary.n_skipped} skipped"
         + (f" ({reasons})" if reasons else "")
-        + f"; {summary.images_per_s:,.1f} images/s on {summary.device}, {summary.seconds:.1f} s"
+        + f"; {summary.images_per_s:,.1f} images/s on {summary.device} with {workers} decoding "
+        f"worker(s), {summary.seconds:.1f} s"
     )

@@ -36,6 +36,7 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "PRESETS",
     "ImageSource",
+    "default_workers",
     "file_list",
     "image_folder",
     "load_image",
@@ -54,6 +55,15 @@ PRESETS = {"imagenet": "resize256-crop224", "imagenet-224": "resize224-crop224"}
 
 class ImageError(InputError):
     """An image file that cannot be decoded (the extraction records it and goes on)."""
+
+
+def default_workers(most: int = 4) -> int:
+    """DataLoader worker processes for this machine: the CPUs this process may use, at most
+    ``most`` (torch warns when there are more workers than CPUs)."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(int(most), int(cpus or 1)))
 
 
 def parse_preset(preset: str) -> tuple[int, int]:
