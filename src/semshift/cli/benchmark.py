@@ -133,31 +133,73 @@ def _benchmark_options(
 
 
 @benchmark_app.command("list")
-def benchmark_list() -> None:
-    """The benchmarks: sets and sizes, roots needed, list source and list hash."""
+def benchmark_list(
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every set with its size, the list source and hash.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Every benchmark's details as JSON (for scripts).")
+    ] = False,
+) -> None:
+    """The benchmarks: one line each (name, sets, roots needed, description); --wide for the
+    sets and list sources, --json for scripts."""
+    import json
+
     from semshift.catalog.benchmarks import get_benchmark, list_benchmarks
 
+    benches = [get_benchmark(name) for name in list_benchmarks()]
+    if as_json:
+        out = []
+        for b in benches:
+            info = b.info
+            out.append({
+                "name": b.name, "description": b.description, "roots": list(b.roots),
+                "optional_roots": list(b.optional_roots), "protocols": list(b.protocols),
+                "sets": [{"name": s.name, "role": s.role, "images": s.images,
+                          "classes": s.classes, "optional": s.optional} for s in b.sets()],
+                "lists": f"{info.repository}@{info.commit}", "license": info.license,
+                "list_hash": b.list_hash,
+            })  # fmt: skip
+        typer.echo(json.dumps(out, indent=1))
+        return
+    if not wide:  # one line per benchmark, whatever the terminal's width
+        rows = []
+        for b in benches:
+            sets = b.sets()
+            n_opt = sum(s.optional for s in sets)
+            roots = ",".join(b.roots) + (f" +{len(b.optional_roots)}" if b.optional_roots else "")
+            rows.append((b.name, f"{len(sets) - n_opt}" + (f"+{n_opt}" if n_opt else ""), roots))
+        fixed = [max(len(r[i]) for r in [*rows, ("name", "sets", "roots")]) for i in range(3)]
+        room = max(16, console.width - sum(fixed) - 13)  # 13: the borders and padding
+        table = Table(title="benchmarks (--wide: sets and list sources; --json: everything)")
+        for head, w in zip(("name", "sets", "roots"), fixed, strict=True):
+            table.add_column(
+                head, no_wrap=True, min_width=w, justify="right" if head == "sets" else "left"
+            )
+        table.add_column("description", no_wrap=True, max_width=room)
+        for b, row in zip(benches, rows, strict=True):
+            desc = b.description if len(b.description) <= room else b.description[: room - 1] + "…"
+            table.add_row(*row, desc)
+        console.print(table)
+        return
     table = Table(title="benchmarks")
     table.add_column("name", no_wrap=True)
     table.add_column("sets (images / classes)")
     table.add_column("roots")
     table.add_column("lists", overflow="fold")
     table.add_column("list hash", no_wrap=True)
-    for name in list_benchmarks():
-        b = get_benchmark(name)
+    for b in benches:
         sets = b.sets()
         shown = []
-        for s in sets[:6]:
+        for s in sets:
             size = "/".join("?" if v is None else f"{v:,}" for v in (s.images, s.classes))
             shown.append(f"{s.name} {size}" + (" (optional)" if s.optional else ""))
-        if len(sets) > 6:
-            shown.append(f"... {len(sets) - 6} more")
         roots = ", ".join(b.roots) + (
             f" (optional {', '.join(b.optional_roots)})" if b.optional_roots else ""
         )
         info = b.info
         table.add_row(
-            name, "\n".join(shown), roots, f"{info.repository}@{info.commit}", b.list_hash
+            b.name, "\n".join(shown), roots, f"{info.repository}@{info.commit}", b.list_hash
         )
     console.print(table)
 
