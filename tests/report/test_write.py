@@ -62,9 +62,12 @@ def test_every_section_and_figure(written: tuple[Path, object]) -> None:
         # Markdown links each PNG by its relative path
         assert f"](figures/{p.name})" in md
     assert "FPR@95 convention: id_recall" in md and "FPR@95 convention: id_recall" in html
-    assert "RuntimeError: singular covariance in broken.fit" in md
-    # N/A grid cells are listed once per set and message, apart from the failures
-    assert "- graded: set grid: n/a: fewer than 10 samples (6 rows)" in md
+    # one failure in five protocols and the sanity check: two bullets, grouped
+    assert ("- broken: failed in protocols osr, newclass, failure, decomposition, graded "
+            "(5 sets): RuntimeError: singular covariance in broken.fit.") in md  # fmt: skip
+    assert "- broken: failed on the sanity check's random-init models (seed0, seed1; 1 set)" in md
+    # N/A grid cells: one bullet per reason, apart from the failures
+    assert "- energy, knn, msp: in protocol graded (1 set each): fewer than 10 samples." in md
     assert "err: msp" not in md
 
 

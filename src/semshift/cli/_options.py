@@ -90,8 +90,18 @@ def print_run(result: RunResult) -> None:
         value = (search.get("value") or {}).get(det)
         on = f" ({search.get('objective')} {value:.4f} on validation)" if value is not None else ""
         console.print(f"search: {det} {values}{on}")
-    for err in result.errors:
-        console.print(f"[yellow]warning[/yellow]: {err}")
+    from semshift.report.errors import group_errors
+
+    groups = group_errors(result.results, result.errors)
+    failures = [g for g in groups if g.kind == "failure"]
+    if failures:
+        where = " (details: the report's section Errors and N/A)" if result.report else ""
+        console.print(
+            f"[yellow]{len(failures)} warning(s)[/yellow], grouped by detector and reason"
+            f"{where}:"
+        )
+        for g in failures:
+            console.print(f"- {g.line()}", markup=False, soft_wrap=True)
     total = result.provenance.get("total_seconds", 0.0)
     console.print(f"{result.output} ({len(result.results)} result rows, {total:.1f} s)")
     report = result.report

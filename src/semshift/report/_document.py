@@ -17,6 +17,7 @@ from semshift.report import figures as F
 from semshift.report import tables as T
 from semshift.report._load import RunData
 from semshift.report.blocks import Block, FigureRef, Paragraph, Report, Section
+from semshift.report.errors import group_errors
 from semshift.report.gallery import GALLERY_DIR, Gallery, gallery_settings
 from semshift.report.sections import Figures as _Figures
 from semshift.report.sections import SectionContext, protocol_sections
@@ -107,13 +108,19 @@ def build_report(run: RunData, *, title: str | None = None, dpi: int = DPI) -> R
     if run.search is not None and not run.search.empty:
         sections.append(_search_section(run, figs))
 
-    errors = _errors(run)
-    not_evaluated = _not_evaluated(run)
-    if errors or not_evaluated:
+    groups = group_errors(res, [str(e) for e in prov.get("errors") or []])
+    failures = [g.line() for g in groups if g.kind == "failure"]
+    not_evaluated = [g.line() for g in groups if g.kind == "n/a"]
+    if failures or not_evaluated:
         blocks: list[Block] = []
-        if errors:
+        if failures:
+            n = sum(g.count for g in groups if g.kind == "failure")
             blocks.append(
-                Paragraph("Detectors or sets that failed (the run went on):", tuple(errors))
+                Paragraph(
+                    f"Detectors or sets that failed (the run went on): {n} result rows and "
+                    f"messages, grouped by detector and reason:",
+                    tuple(failures),
+                )
             )
         if not_evaluated:
             blocks.append(Paragraph("Not evaluated (N/A, not failures):", tuple(not_evaluated)))
@@ -244,33 +251,6 @@ def _search_section(run: RunData, figs: _Figures) -> Section:
                 ),
             )
     return sec
-
-
-def _not_evaluated(run: RunData) -> list[str]:
-    """The runner's "n/a: ..." rows, once per protocol, set and message (not failures)."""
-    res = run.results
-    na = res[res["error"].map(T.is_na_note)]
-    out: dict[str, int] = {}
-    for r in na.itertuples(index=False):
-        key = f"{r.protocol}: set {r.set}: {r.error}"
-        out[key] = out.get(key, 0) + 1
-    return [f"{k} ({n} row{'s' if n > 1 else ''})" for k, n in out.items()]
-
-
-def _errors(run: RunData) -> list[str]:
-    res = run.results
-    bad = res[res["error"].notna() & ~res["error"].map(T.is_na_note)]
-    out: dict[str, None] = {}
-    for r in bad.itertuples(index=False):
-        where = ", ".join(
-            f"{k} {v}"
-            for k, v in (("detector", r.detector), ("set", r.set), ("split", r.split))
-            if v is not None
-        )
-        out.setdefault(f"{r.protocol}: {where or 'run'}: {r.error}", None)
-    for e in run.provenance.get("errors") or []:
-        out.setdefault(str(e), None)
-    return list(out)
 
 
 def _short(value: Any, limit: int = 160) -> str:

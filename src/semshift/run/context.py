@@ -300,8 +300,9 @@ class RunContext:
                 )
 
     def error(self, tag: str, message: str) -> None:
-        """Record a failure the run goes on after (once), and warn."""
+        """Record a failure the run goes on after (once). Nothing is printed here: the command
+        prints the run's failures once at the end, grouped by detector and reason
+        (:func:`semshift.report.errors.group_errors`), as the report does."""
         text = message if tag == "main" else f"{tag}: {message}"
         if text not in self.errors:
             self.errors.append(text)
-            self.log.line(f"[yellow]warning[/yellow]: {text}")
