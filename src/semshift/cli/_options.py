@@ -97,8 +97,7 @@ def print_run(result: RunResult) -> None:
     if failures:
         where = " (details: the report's section Errors and N/A)" if result.report else ""
         console.print(
-            f"[yellow]{len(failures)} warning(s)[/yellow], grouped by detector and reason"
-            f"{where}:"
+            f"[yellow]{len(failures)} warning(s)[/yellow], grouped by detector and reason{where}:"
         )
         for g in failures:
             console.print(f"- {g.line()}", markup=False, soft_wrap=True)

@@ -39,6 +39,7 @@ from semshift.training.zsl.evaluate import (
     select_hyperparameters,
 )
 from semshift.training.zsl.gfzsl import GFZSL
+from semshift.training.zsl.lampert import DAP, IAP
 from semshift.training.zsl.ranking import ALE, DEVISE, LATEM, SJE, BilinearRanking
 from semshift.training.zsl.registry import (
     ZSL_METHODS,
@@ -54,9 +55,11 @@ __all__ = [
     "ALE",
     "CMT",
     "CONSE",
+    "DAP",
     "DEVISE",
     "ESZSL",
     "GFZSL",
+    "IAP",
     "LATEM",
     "SAE",
     "SETS",
