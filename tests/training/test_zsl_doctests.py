@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["registry", "closed_form"]
+MODULES = ["registry", "closed_form", "sse", "gfzsl"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -33,7 +33,8 @@ RANKING_METRICS = (
 #: ``semshift.training.methods``: the training methods (``semshift train --method``)
 TRAINING_METHODS = ("ce", "logitnorm", "oe", "arpl", "arpl_cs")
 #: ``semshift.training.zsl``: the zero-shot methods, in the paper's order
-ZSL_METHODS = ("conse", "latem", "ale", "devise", "sje", "eszsl", "sync", "sae")
+ZSL_METHODS = ("dap", "iap", "conse", "cmt", "cmt_star", "sse", "latem", "ale", "devise", "sje",
+               "eszsl", "sync", "sae", "gfzsl")  # fmt: skip
 #: ``semshift.catalog.benchmarks``: the seed papers' benchmarks
 BENCHMARKS = (
     "imagenet-ood", "isood-imagenet", "ssb-aircraft", "ssb-cub", "ssb-imagenet",

@@ -1,10 +1,14 @@
-"""semshift.training.zsl: the eight zero-shot methods of the proposed-splits evaluation.
+"""semshift.training.zsl: the thirteen zero-shot methods of the proposed-splits evaluation.
 
 Where things live:
 
 - :mod:`~semshift.training.zsl.registry`: :class:`ZSLMethod` (the ``fit(X, y, S)`` /
   ``decision_function(X, S)`` contract, declared defaults, constraints and val grids) and the
   one registry (:func:`list_zsl_methods`, :func:`get_zsl_method`);
+- :mod:`~semshift.training.zsl.lampert`: DAP and IAP (attribute classifiers, the MAP rule);
+- :mod:`~semshift.training.zsl.cmt`: CMT and CMT* (its novelty detection for GZSL);
+- :mod:`~semshift.training.zsl.sse`: SSE (semantic similarity embedding, SSE-ReLU);
+- :mod:`~semshift.training.zsl.gfzsl`: GFZSL (class Gaussians regressed from embeddings);
 - :mod:`~semshift.training.zsl.closed_form`: ESZSL and SAE;
 - :mod:`~semshift.training.zsl.ranking`: ALE, DEVISE, SJE and LATEM (vectorised SGD);
 - :mod:`~semshift.training.zsl.conse`: CONSE; :mod:`~semshift.training.zsl.sync`: SYNC;

@@ -11,8 +11,9 @@ GZSL scores (seen and unseen). :attr:`~ZSLMethod.grid` is the hyperparameter gri
 the split's val classes.
 
 >>> from semshift.training.zsl import get_zsl_method, list_zsl_methods
->>> list_zsl_methods()
-['conse', 'latem', 'ale', 'devise', 'sje', 'eszsl', 'sync', 'sae']
+>>> list_zsl_methods()  # doctest: +NORMALIZE_WHITESPACE
+['dap', 'iap', 'conse', 'cmt', 'cmt_star', 'sse', 'latem', 'ale', 'devise', 'sje', 'eszsl',
+ 'sync', 'sae', 'gfzsl']
 >>> get_zsl_method("eszsl")().get_params()
 {'gamma': 1.0, 'lam': 1.0, 'targets': 'onehot'}
 """
