@@ -143,6 +143,24 @@ def test_small_demo_runs_offline_end_to_end_then_from_cache(tmp_path):
     for name, stage in again["stages"].items():
         assert not stage["computed"], f"stage {name} recomputed {stage['computed']}"
     pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "results.parquet"), results)
+    _the_demo_stores_are_indexed_and_evaluate_searches_on_them(out, first.stdout)
+
+
+def _the_demo_stores_are_indexed_and_evaluate_searches_on_them(out: Path, stdout: str) -> None:
+    """stores.json names each set's store; the open-set stores carry their images' classes, so
+    a search with a validation OOD set runs on them."""
+    index = json.loads((out / "stores.json").read_text())
+    assert f"feature stores of the {len(index)} sets by name: {out / 'stores.json'}" in stdout
+    assert {"id_train", "id_val", "id_test", "easy", "medium", "hard"} <= set(index)
+    store = {name: out / rel for name, rel in index.items()}
+    hard = pd.read_parquet(store["hard"] / "index.parquet")
+    assert (hard["label"] == -1).all() and hard["path"].str.contains("/").all()  # class folders
+    res = run("evaluate", "--train", str(store["id_train"]), "--val", str(store["id_val"]),
+              "--test", str(store["id_test"]), "--ood", f"hard={store['hard']}",
+              "--val-ood", f"medium={store['medium']}", "--search", "-d", "knn",
+              "--bootstrap", "0", "--out", str(out / "eval"))  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "search: knn k=" in res.stdout
 
 
 def test_splits_cleaning_from_the_cli(tmp_path):
@@ -238,3 +256,28 @@ def test_splits_ambiguity_reads_feature_stores(tmp_path):
     assert classes.loc["n001", "dropped"] and not classes.loc["n002", "dropped"]
     bad = run(*base, "--id-select", "split", "--out", "amb2", cwd=tmp_path)
     assert bad.returncode == 2 and "--id-select: expected KEY=VALUE" in bad.stderr
+
+
+def test_splits_ambiguity_takes_open_set_classes_from_their_folders(tmp_path):
+    """Candidates outside the class list (label -1) are classed by their folder (the demo's
+    open-set stores); flat files without a class are counted as 'unknown', with a warning."""
+    import numpy as np
+
+    from semshift.features import write_store
+
+    rng = np.random.default_rng(1)
+    id_feats = rng.normal(size=(20, 4)).astype(np.float32)
+    write_store(tmp_path / "id", index=pd.DataFrame({"path": [f"a/{i}.png" for i in range(20)]}),
+                arrays={"features": id_feats}, fsync=False)  # fmt: skip
+    cand = np.concatenate([id_feats[:2] + 1e-3, rng.normal(size=(4, 4)).astype(np.float32) + 9])
+    paths = ["u41/0.png", "u41/1.png", "u42/0.png", "u42/1.png", "flat0.png", "flat1.png"]
+    write_store(tmp_path / "cand", index=pd.DataFrame({"path": paths, "label": [-1] * 6}),
+                arrays={"features": cand}, meta={"classes": {"ids": ["a"]}},
+                fsync=False)  # fmt: skip
+    res = run("splits", "ambiguity", "--id-store", "id", "--candidates", "cand",
+              "--threshold", "0.5", "--out", "amb", cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    classes = pd.read_csv(tmp_path / "amb" / "classes.csv").set_index("class")
+    assert sorted(classes.index) == ["u41", "u42", "unknown"]
+    assert classes.loc["u41", "dropped"] and not classes.loc["u42", "dropped"]
+    assert "2 of 6 candidate image(s) have no class" in res.stdout

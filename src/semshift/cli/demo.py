@@ -87,7 +87,32 @@ def demo(
     settings = {**preset.run, **({"detectors": "all"} if all_detectors else {})}
     result = run(data.config(out / "run", **settings), progress=not quiet, force=force)
     print_run(result)
+    index = _write_store_index(out, result.stores())
+    console.print(
+        f"feature stores of the {index['n']} sets by name: {index['path']} (e.g. "
+        f"{index['example']}); `semshift evaluate` takes them: README, 'The demo's feature stores'"
+    )
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s")
+
+
+def _write_store_index(out: Path, stores: dict[str, Path]) -> dict[str, Any]:
+    """``<out>/stores.json``: set name -> feature store (relative to ``out`` when inside it)."""
+    import json
+
+    from semshift.features.store import atomic_write
+
+    def rel(p: Path) -> str:
+        try:
+            return str(p.resolve().relative_to(out.resolve()))
+        except ValueError:
+            return str(p)
+
+    index = {name: rel(path) for name, path in stores.items()}
+    text = (json.dumps(index, indent=1) + "\n").encode()
+    path = out / "stores.json"
+    atomic_write(path, lambda f: f.write(text))
+    first = next(iter(index.items()), ("", ""))
+    return {"n": len(index), "path": path, "example": f"{first[0]}: {out / first[1]}"}
 
 
 def _demo_study(

@@ -538,7 +538,7 @@ def splits_ambiguity(
     """ImageNet-OOD rule 5: drop candidate images (and classes) visually close to ID images."""
     import numpy as np
 
-    from semshift.features.store import open_verified
+    from semshift.features.store import open_verified, row_class_ids
     from semshift.splits.cleaning import visual_ambiguity
 
     # both verified, and of one model: distances between two models' features mean nothing
@@ -547,14 +547,16 @@ def splits_ambiguity(
     sel = ids.select(**_group_filter(id_select, "--id-select")) if id_select else ids.all()
     (id_feats,) = sel.arrays("features")
     (cand_feats,) = cand.all().arrays("features")
-    classes_meta = cand.meta.get("classes") or {}
-    class_ids = classes_meta.get("ids") if isinstance(classes_meta, dict) else classes_meta
-    labels = cand.labels
-    if class_ids:
-        names = np.asarray(list(class_ids), dtype=object)
-        cls = np.where(labels >= 0, names[np.maximum(labels, 0)], "unknown")
-    else:
-        cls = labels.astype(str)
+    # each candidate's class: a class_id column, its label's class, or its class folder
+    row_ids = row_class_ids(cand.meta, cand.labels, cand.index)
+    n_none = sum(c is None for c in row_ids)
+    cls = np.asarray([c if c is not None else "unknown" for c in row_ids], dtype=object)
+    if n_none:
+        console.print(
+            f"[yellow]warning[/yellow]: {n_none} of {len(row_ids)} candidate image(s) have no "
+            "class (no class_id column, not in the class list, not in a class folder): "
+            "classes.csv counts them as one class 'unknown'"
+        )
     images, per_class = visual_ambiguity(
         id_feats, cand_feats, cls, threshold=threshold, max_fraction=max_fraction, metric=metric
     )

@@ -29,7 +29,9 @@ What is built (sizes are the :class:`DemoParams` defaults):
 5. **Images** (``images/<set>/``, 32 x 32 grayscale PNG, black on white): ID train / val / test as
    class folders (``U+XXXX/0000.png``), styles cycling through DejaVu Sans Regular, Bold,
    Oblique, Bold Oblique, with light seeded augmentation (shift, rotation, scale); ``ood_easy``,
-   ``ood_medium``, ``ood_hard`` as flat folders (label -1) in the same fonts and augmentation;
+   ``ood_medium``, ``ood_hard`` as class folders of the open-set characters (not in the class
+   list, so label -1; the folder names each image's true class, which the report's gallery
+   names and a search's leak check needs) in the same fonts and augmentation;
    ``font_<family>``: the ID classes in DejaVu Serif, DejaVu Sans Mono and STIX (covariate shift).
    Corruptions are not pre-rendered: :meth:`DemoData.config` asks the runner to apply
    :mod:`semshift.features.corruptions` at extraction (``corruption:``).
@@ -96,7 +98,8 @@ __all__ = [
 #: Open-set bins, with the semantic level each gets on the graded grid (1 = nearest the known
 #: classes in the taxonomy = least semantic shift).
 BINS: dict[str, int] = {b: ssb_bin_level(b) for b in ("hard", "medium", "easy")}
-_FORMAT = 2  # bump when the on-disk layout or the training changes (2: pinned numerics)
+_FORMAT = 3  # bump when the on-disk layout or the training changes (2: pinned numerics, 3: OOD
+# images in class folders)
 
 
 #: The model-level detectors of the default demo run (``semshift demo --all-detectors`` runs
@@ -224,7 +227,8 @@ class DemoSet:
     name : str
         ``id_train``, ``id_val``, ``id_test``, ``ood_<bin>`` or ``font_<family>``.
     path : Path
-        The folder (class folders for known classes, flat files for open-set images).
+        The folder of class folders (for open-set images, folders of classes outside the class
+        list).
     role : str
         ``id`` (ID train/val/test), ``ood`` (semantic shift) or ``covariate``.
     classes : list of str
@@ -851,10 +855,7 @@ def _images(
             chars = [by_id[i].char for i in ids]
             imgs, labels, used, aug = render_set(chars, k, fonts, params, name, seed)
             folder = root / "images" / name
-            if role == "ood":
-                rel = [f"{ids[lab]}_{j % k:04d}.png" for j, lab in enumerate(labels)]
-            else:
-                rel = [f"{ids[lab]}/{j % k:04d}.png" for j, lab in enumerate(labels)]
+            rel = [f"{ids[lab]}/{j % k:04d}.png" for j, lab in enumerate(labels)]
             save_pngs(imgs, [folder / r for r in rel])
             pd.DataFrame(
                 {

@@ -43,7 +43,7 @@ from semshift.run.score import run_score
 from semshift.run.search import run_search
 from semshift.run.split import run_split
 
-__all__ = ["RunResult", "run"]
+__all__ = ["RunResult", "run", "run_stores"]
 
 
 @dataclass
@@ -71,6 +71,39 @@ class RunResult:
     errors: list[str]
     provenance: dict[str, Any]
     report: ReportPaths | None = None
+
+    def stores(self) -> dict[str, Path]:
+        """The feature store of every set of the run's model, by set name
+        (:func:`run_stores`)."""
+        return run_stores(self.output, self.provenance)
+
+
+def run_stores(output: str | Path, provenance: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """The feature store of every set of a finished run, by set name: the stores the run
+    extracted (under ``<output>/.cache/extract/``) and the ones its configuration named.
+
+    The random-init copies of the sanity check are left out. ``provenance`` is the run's
+    ``results.json`` (read from ``output`` when not given).
+    """
+    import json
+
+    out = Path(output)
+    prov = provenance
+    if prov is None:
+        prov = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    stores: dict[str, Path] = {}
+    data = (prov.get("config") or {}).get("data") or {}
+    given = {k: data.get(k) for k in ("id_train", "id_val", "id_test")}
+    given.update(data.get("sets") or {})
+    for name, src in given.items():
+        if isinstance(src, Mapping) and src.get("store"):
+            stores[name] = Path(str(src["store"]))
+    keys = ((prov.get("stages") or {}).get("extract") or {}).get("keys") or {}
+    for label, key in keys.items():
+        if " (" not in label and isinstance(key, str):  # "<set> (random seed k)": a copy
+            stores[label] = out / ".cache" / "extract" / key
+    order = [n for n in given if n in stores]
+    return {n: stores[n] for n in order + sorted(set(stores) - set(order))}
 
 
 def _versions() -> dict[str, str | None]:

@@ -577,20 +577,11 @@ def absolute_paths(meta: Mapping[str, Any], names: list[str]) -> np.ndarray:
 
 
 def class_ids(s: Source, labels: NDArray[np.int64], index: pd.DataFrame) -> list[str | None]:
-    """Each row's class id: the store's ``class_id`` column, else the class list id of its
-    label, else (unknown rows of a class-folder tree) the name of the image's folder."""
-    if "class_id" in index.columns:
-        return [None if pd.isna(v) else str(v) for v in index["class_id"].tolist()]
-    classes = s.meta().get("classes") or {}
-    ids = list(classes.get("ids") or []) if isinstance(classes, Mapping) else []
-    folders = np.asarray(
-        [os.path.basename(os.path.dirname(p)) or None for p in index["path"].astype(str)],
-        dtype=object,
-    )
-    known = (labels >= 0) & (labels < len(ids))
-    table = np.asarray([*map(str, ids), None], dtype=object)
-    out = np.where(known, table[np.where(known, labels, len(ids))], folders)
-    return list(out)
+    """Each row's class id (:func:`semshift.features.store.row_class_ids` of the source's
+    store)."""
+    from semshift.features.store import row_class_ids
+
+    return row_class_ids(s.meta(), labels, index)
 
 
 def level_table(s: Source, table: Path) -> pd.DataFrame:

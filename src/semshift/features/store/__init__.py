@@ -88,6 +88,7 @@ from .reader import (  # noqa: F401
     open_store,
     read_meta,
     read_skipped,
+    row_class_ids,
 )
 from .verify import (  # noqa: F401
     _HASH_THREADS,
@@ -127,6 +128,7 @@ __all__ = [
     "read_meta",
     "read_skipped",
     "repair_store",
+    "row_class_ids",
     "verify_store",
     "write_store",
 ]

@@ -564,6 +564,35 @@ _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semshift-prefe
 
 
 # --------------------------------------------------------------------------- open / concat
+def row_class_ids(
+    meta: Mapping[str, Any], labels: NDArray[np.int64], index: pd.DataFrame
+) -> list[str | None]:
+    """Each row's class id: the store's ``class_id`` column, else the class list id of its
+    label, else (rows outside the class list, e.g. open-set images in a class-folder tree) the
+    name of the image's folder; None for a flat file outside the class list.
+
+    >>> import pandas as pd, numpy as np
+    >>> meta = {"classes": {"ids": ["n01", "n02"]}}
+    >>> index = pd.DataFrame({"path": ["n02/a.png", "x7/b.png", "c.png"]})
+    >>> row_class_ids(meta, np.array([1, -1, -1]), index)
+    ['n02', 'x7', None]
+    """
+    import os
+
+    if "class_id" in index.columns:
+        return [None if pd.isna(v) else str(v) for v in index["class_id"].tolist()]
+    classes = meta.get("classes") or {}
+    ids = list(classes.get("ids") or []) if isinstance(classes, Mapping) else []
+    folders = np.asarray(
+        [os.path.basename(os.path.dirname(p)) or None for p in index["path"].astype(str)],
+        dtype=object,
+    )
+    known = (labels >= 0) & (labels < len(ids))
+    table = np.asarray([*map(str, ids), None], dtype=object)
+    out = np.where(known, table[np.where(known, labels, len(ids))], folders)
+    return list(out)
+
+
 def model_identity(meta: Mapping[str, Any]) -> dict[str, Any]:
     """What identifies the classifier a store was extracted with, from its ``meta.json``:
     the model's name, its weights (their checksum, else their name), the head's checksum and
