@@ -227,6 +227,7 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
         assert rej["value"].item() == pytest.approx(np.mean(ood[f"score:{det}"] < t))
     assert {"path", "class_id", "pred_name", "nearest_known"} <= set(ood.columns)
     assert set(ood["class_id"]) == {"grey"}
+    assert set(ood["class_name"]) == {"grey"}  # the true class's name in the taxonomy
     assert set(ood["pred_name"]) <= {"red", "green", "blue"}  # names from the taxonomy
     assert all(Path(p).is_absolute() and Path(p).is_file() for p in ood["path"])
     # grey sits under 'warm' beside r: its nearest known class in the taxonomy is r (red)
@@ -236,6 +237,7 @@ def test_operating_point_from_a_config_thresholds_on_id_val_and_shows_a_gallery(
     html = (out / "report.html").read_text()
     assert len(re.findall(r"data:image/(?:png|jpeg);base64,", html)) >= 2
     assert "Operating point" in html and "unreadable image" not in html
+    assert "set ood, class grey (grey)" in html  # a gallery caption names the true class
     assert (out / "report.html").stat().st_size < 10_000_000
 
 

@@ -263,8 +263,9 @@ def _caption(row: pd.Series, score: float, extra: str = "") -> str:
         both = f"{near_name} ({near_id})" if near_name and near_id else near_name or near_id
         parts.append(f"nearest known: {both}")
     parts.append(f"score {score:.4g}")
-    class_id = _text(row.get("class_id"))
-    where = f"set {row['__set']}" + (f", class {class_id}" if class_id else "")
+    class_id, class_name = _text(row.get("class_id")), _text(row.get("class_name"))
+    true = f"{class_name} ({class_id})" if class_name and class_id else class_name or class_id
+    where = f"set {row['__set']}" + (f", class {true}" if true else "")
     parts.append(where)
     if extra:
         parts.append(extra)
@@ -275,7 +276,7 @@ def _read_scores(run: RunData, detectors: Sequence[str]) -> tuple[pd.DataFrame |
     """Every score file's rows with the gallery columns, or the reason there is no gallery."""
     if not run.score_files:
         return None, f"there is no scores/ folder in {run.root}, so no image can be shown"
-    wanted = ["label", "pred", "role", *GALLERY_COLUMNS]
+    wanted = ["label", "pred", "role", *GALLERY_COLUMNS, "class_name"]  # class_name: newer runs
     wanted += [f"score:{d}" for d in dict.fromkeys([*detectors, _REFERENCE])]
     frames = []
     for name in run.score_files:

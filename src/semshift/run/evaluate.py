@@ -211,6 +211,17 @@ class _Names:
         p = np.where((preds >= 0) & (preds < len(self.display)), preds, len(self.display))
         return pd.Series(names[p], dtype=object)
 
+    def labels_of(self, class_ids: np.ndarray | None) -> pd.Series:
+        """Each row's class name in the taxonomy (None where its class is not in it)."""
+        n = 0 if class_ids is None else len(class_ids)
+        tax = self.taxonomy()
+        if class_ids is None or tax is None:
+            return pd.Series([None] * n, dtype=object)
+        ids = pd.Series(class_ids, dtype=object)
+        present = [str(c) for c in pd.unique(ids.dropna())]
+        lookup = {c: tax.label(c) for c in present if c in tax}
+        return ids.map(lookup).astype(object).where(ids.map(lookup).notna(), None)
+
     def nearest(self, class_ids: np.ndarray | None) -> tuple[pd.Series, pd.Series]:
         """Nearest known class (by taxonomy path distance) of each row not of a known class."""
         n = 0 if class_ids is None else len(class_ids)
@@ -278,6 +289,7 @@ def _write_score_files(
                 "class_id": pd.Series(
                     class_ids if class_ids is not None else [None] * n, dtype=object
                 ),
+                "class_name": names.labels_of(class_ids),
                 "pred_name": names.pred_names(s.preds),
                 "nearest_known": nearest,
                 "nearest_known_name": nearest_name,
