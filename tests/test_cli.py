@@ -113,6 +113,10 @@ def test_small_demo_runs_offline_end_to_end_then_from_cache(tmp_path):
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "closed-set accuracy" in first.stdout and "report.html" in first.stdout
+    # one screen: the headline table cut to the best, the baselines and the worst; the run's
+    # failures once, grouped; no progress bars (stderr is not a terminal)
+    assert len(first.stdout.splitlines()) <= 45, first.stdout
+    assert "detectors left out here" in first.stdout and "━" not in first.stderr
     run_dir = out / "run"
     results = pd.read_parquet(run_dir / "results.parquet")
     protocols = set(results["protocol"])

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "registry": 0,
     "textio": 0,
     "locking": 0,
+    "progress": 0,
     "data": 0,
     "__init__": 0,
     "taxonomy": 1,

@@ -59,7 +59,11 @@ def test_laid_recovers_a_planted_decomposition(tmp_path):
     st, ss, cs, a_mat, b_mat = _planted()
     before = _leakage(np.eye(16), a_mat, b_mat)
     assert min(before) > 0.3  # the identity mixes both factors in each half
-    laid = train_laid(st, ss, cs, epochs=40, batch_size=500, margin=0.5, seed=0)
+    seen: list[tuple[int, float]] = []
+    laid = train_laid(st, ss, cs, epochs=40, batch_size=500, margin=0.5, seed=0,
+                      on_epoch=lambda k, loss: seen.append((k, loss)))  # fmt: skip
+    assert [k for k, _ in seen] == list(range(1, 41))  # one call per epoch (a progress bar)
+    assert seen[-1][1] == laid.meta["final_loss"]
     sem_leak, cov_leak = _leakage(laid.W, a_mat, b_mat)
     assert sem_leak < 0.02 and cov_leak < 0.02
     assert laid.orthogonality_error() < 0.05

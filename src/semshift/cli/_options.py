@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -75,15 +75,56 @@ def detector_spec(item: str) -> dict[str, object]:
     return spec(item)
 
 
+#: A terminal's headline table shows at most this many detectors (the report has them all).
+TERMINAL_ROWS = 14
+
+
+def compact_table(table: Any, *, where: Any = None, rows: int = TERMINAL_ROWS) -> Any:
+    """The headline table cut to fit a screen: with more than ``rows`` detectors, the best
+    ones (by the mean of the row's values), MSP and MLS (the baselines) and the worst two, in
+    the table's order, with a caption line saying how many are left out and where they are."""
+    import dataclasses
+    import math
+
+    if len(table.rows) <= rows:
+        return table
+    sign = {"max": 1.0, "min": -1.0}
+    ranked = [j for j, c in enumerate(table.columns) if c.direction in sign and c.label != "Acc"]
+    means = []
+    for line in table.cells:  # the mean of the ranked columns, each in its better direction
+        vals = [sign[table.columns[j].direction] * line[j].value for j in ranked
+                if line[j].ok and math.isfinite(line[j].value)]  # fmt: skip
+        means.append(sum(vals) / len(vals) if vals else -math.inf)
+    order = sorted(range(len(table.rows)), key=lambda i: (-means[i], table.rows[i]))
+    keep = set(order[:2]) | set(order[-2:])  # the worst two, the best ones below
+    keep |= {i for i, r in enumerate(table.rows) if r in ("msp", "mls")}
+    for i in order:
+        if len(keep) >= rows:
+            break
+        keep.add(i)
+    idx = sorted(keep)
+    report = f" in {where.md or where.html}" if where is not None else " in the report"
+    note = (f"{len(table.rows) - len(idx)} of {len(table.rows)} detectors left out here (shown:"
+            f" the best by mean, msp / mls and the worst two); every row is{report}.")  # fmt: skip
+    return dataclasses.replace(
+        table,
+        rows=[table.rows[i] for i in idx],
+        cells=[table.cells[i] for i in idx],
+        caption=f"{table.caption} {note}",
+    )
+
+
 def print_run(result: RunResult) -> None:
     """The headline table, the errors the run went on after, and where everything is."""
     from semshift.report import headline_table
 
     if len(result.results):
         try:
-            console.print(headline_table(result.results).to_rich())
+            table = headline_table(result.results)
         except SemshiftError as exc:  # no protocol with a table: the rows are in results.csv
             console.print(f"no headline table: {exc}")
+        else:
+            console.print(compact_table(table, where=result.report).to_rich())
     search = (result.provenance.get("notes") or {}).get("search") or {}
     for det, chosen in (search.get("chosen") or {}).items():
         values = ", ".join(f"{k}={v}" for k, v in chosen.items())

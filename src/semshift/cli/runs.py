@@ -287,15 +287,25 @@ def report_run(
     title: Annotated[
         str | None, typer.Option(help="Report title (default: the run's name).")
     ] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Write the report of a finished run again (tables and figures from its results).
 
     A folder whose run did not finish (killed or failed part-way) is refused, exit 2.
     """
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from semshift.progress import bar_console, progress_wanted
     from semshift.run.report import rewrite_report
 
     t0 = time.perf_counter()
-    paths, committed = rewrite_report(run_dir, formats=format or ("html", "md"), title=title)
+    spinner = Progress(
+        SpinnerColumn(), TextColumn(f"writing the report of {run_dir}"), TimeElapsedColumn(),
+        console=bar_console(), disable=not progress_wanted(not quiet), transient=True,
+    )  # fmt: skip
+    with spinner:
+        spinner.add_task("report", total=None)
+        paths, committed = rewrite_report(run_dir, formats=format or ("html", "md"), title=title)
     if not committed:
         console.print(
             f"[yellow]warning[/yellow]: {run_dir} has no commit record (written by an older "

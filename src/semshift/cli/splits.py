@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from semshift.cli import _choices
 from semshift.cli._app import splits_app
-from semshift.cli._options import TaxonomyOption, console
+from semshift.cli._options import QuietOption, TaxonomyOption, console
 
 
 def builder_params(builder: str, values: dict[str, Any]) -> Any:
@@ -587,6 +587,7 @@ def splits_laid(
     triplets: Annotated[int, typer.Option(help="Training triplets.")] = 20_000,
     epochs: Annotated[int, typer.Option(help="Training epochs.")] = 50,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    quiet: QuietOption = False,
 ) -> None:
     """Train the IS-OOD LAID decomposition on CLIP text embeddings of template x label texts."""
     from semshift.features.models import load_model
@@ -607,8 +608,31 @@ def splits_laid(
     ids, _ = resolve_classes(tax, labels, "labels")
     names = tax.labels(ids)
     check_laid_options(n_labels=len(names))
-    encoder = load_model(model, weights=weights, random_init=random_init, seed=seed)
-    laid = fit_laid_from_text(encoder, names, n_triplets=triplets, seed=seed, epochs=epochs)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from semshift.progress import bar_console, progress_wanted
+
+    bars = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn(), TimeElapsedColumn(),
+        console=bar_console(), disable=not progress_wanted(not quiet), transient=True,
+    )  # fmt: skip
+    with bars:
+        load = bars.add_task(f"loading {model}", total=None, loss=float("nan"))
+        encoder = load_model(model, weights=weights, random_init=random_init, seed=seed)
+        bars.remove_task(load)
+        task = bars.add_task("LAID epochs", total=epochs, loss=float("nan"))
+        laid = fit_laid_from_text(
+            encoder, names, n_triplets=triplets, seed=seed, epochs=epochs,
+            on_epoch=lambda k, loss: bars.update(task, completed=k, loss=loss),
+        )  # fmt: skip
     path = laid.save(out)
     console.print(
         f"LAID {laid.dim} x {laid.dim} from {triplets} triplets ({len(names)} labels x "

@@ -55,9 +55,12 @@ class Progress:
             TimeElapsedColumn,
         )
 
+        from semshift.progress import bar_console, progress_wanted
+
         self.bar = Progress(
             TextColumn("demo {task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), disable=not enabled, transient=False,
+            TimeElapsedColumn(), console=bar_console(), disable=not progress_wanted(enabled),
+            transient=True,
         )  # fmt: skip
 
     @contextmanager

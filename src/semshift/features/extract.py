@@ -91,7 +91,7 @@ def _weights_id(model: ModelAdapter) -> dict[str, Any]:
     return {"weights": desc, "weights_sha256": None}
 
 
-def _progress(enabled: bool, total: int, done: int) -> Any:
+def _progress(enabled: bool, total: int, done: int, label: str = "extract") -> Any:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -103,21 +103,24 @@ def _progress(enabled: bool, total: int, done: int) -> Any:
     )
     from rich.text import Text
 
+    from semshift.progress import bar_console, progress_wanted
+
     class _Rate(ProgressColumn):
         def render(self, task: Any) -> Text:
             speed = task.finished_speed or task.speed
             return Text(f"{speed:,.1f} img/s" if speed else "- img/s", style="cyan")
 
     return Progress(
-        TextColumn("extract"),
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
         _Rate(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
         TimeElapsedColumn(),
-        disable=not enabled,
-        transient=False,
+        console=bar_console(),
+        disable=not progress_wanted(enabled),
+        transient=True,  # the command prints a summary line; a run logs each set
     )
 
 
@@ -234,6 +237,7 @@ def extract_many(
     progress: bool = True,
     fsync: bool = True,
     wait: bool = True,
+    label: str = "extract",
 ) -> list[ExtractSummary]:
     """Extract several models over the same images in one pass: ``models[i]`` -> ``outs[i]``.
 
@@ -243,7 +247,8 @@ def extract_many(
     may differ in architecture and normalisation (``mean``/``std``, applied per model to the
     shared uint8 batch), not in the resize and crop (``preset``). Parameters as
     :func:`extract`; with the ``ray`` executor every actor holds all the models and computes a
-    shard for each model that still needs it.
+    shard for each model that still needs it. ``label`` names the progress bar (a run names
+    the set).
 
     Returns
     -------
@@ -269,7 +274,7 @@ def extract_many(
             models, source, paths, preset=preset, batch_size=batch_size, shard_size=shard_size,
             workers=workers, device=device, amp=amp, groups=groups, corruption=corruption,
             scores=scores, executor=executor, ray_workers=ray_workers, progress=progress,
-            fsync=fsync,
+            fsync=fsync, label=label,
         )  # fmt: skip
 
 
@@ -291,6 +296,7 @@ def _extract_many(
     ray_workers: int | None,
     progress: bool,
     fsync: bool,
+    label: str = "extract",
 ) -> list[ExtractSummary]:
     """:func:`extract_many` with every store locked."""
     if batch_size < 1 or shard_size < 1:
@@ -365,7 +371,7 @@ def _extract_many(
     union = sorted({k for t in targets for k in t.todo})
     needs = [set(t.todo) for t in targets]
     writers = [t.writer for t in targets]
-    with _progress(progress, n, n - rows(union)) as bar:
+    with _progress(progress, n, n - rows(union), label) as bar:
         task = bar.add_task("extract", total=n, completed=n - rows(union))
         advance = functools.partial(bar.advance, task)
         if executor == "local":

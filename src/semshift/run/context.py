@@ -90,7 +90,9 @@ class Log:
 
     @contextmanager
     def bar(self, label: str, total: int) -> Iterator[Callable[[int], None]]:
-        if self._console is None or total <= 0:
+        from semshift.progress import progress_wanted
+
+        if self._console is None or total <= 0 or not progress_wanted():
             yield lambda k: None
             return
         from rich.progress import (

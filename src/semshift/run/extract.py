@@ -24,6 +24,7 @@ import numpy as np
 
 from semshift.errors import InputError, did_you_mean
 from semshift.features.store import model_identity
+from semshift.progress import progress_wanted
 from semshift.run.cache import stable_hash
 from semshift.run.config import RandomModelsConfig, RunConfig, SetConfig, SourceConfig
 from semshift.run.context import Role, RunContext, Source, StageRecord, World
@@ -367,7 +368,12 @@ class _Extractor:
             through = ", ".join(
                 "weights" if seed is None else f"random seed {seed}" for _, seed, _ in part
             )
-            self.ctx.log.line(f"extract: {first.name} ({len(source)} images; {through})")
+            what = f"{first.name} ({len(source)} images; {through})"
+            if progress_wanted():  # the set is the bar's label (it goes when done)
+                label = f"extract {first.name}"
+            else:  # no bar: a line per set in the log
+                label = "extract"
+                self.ctx.log.line(f"extract: {what}")
             extract_many(
                 adapters,
                 source,
@@ -381,6 +387,7 @@ class _Extractor:
                 scores=dets,
                 progress=self.ctx.log.enabled,
                 fsync=False,
+                label=label,
             )
             for _, _, path in part:
                 self.verified.remember(open_store(path))  # written just now: nothing to hash

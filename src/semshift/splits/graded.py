@@ -29,7 +29,7 @@ out-of-distribution detection: a sorites paradox. (IS-OOD.)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -244,10 +244,12 @@ def train_laid(
     batch_size: int = 1024,
     lr: float = 1e-2,
     seed: int = 0,
+    on_epoch: Callable[[int, float], Any] | None = None,
 ) -> LAID:
     """Train the LAID matrix on embeddings of triplets (each (n, l), l even).
 
-    Initialised at the identity; Adam; deterministic for a seed on the CPU.
+    Initialised at the identity; Adam; deterministic for a seed on the CPU. ``on_epoch(k,
+    loss)`` is called after each epoch k (1-based) with its last batch's loss (a progress bar).
     """
     import torch
 
@@ -273,7 +275,7 @@ def train_laid(
     t_st, t_ss, t_cs = (torch.from_numpy(x) for x in (st, ss, cs))
     eye = torch.eye(dim)
     last = float("nan")
-    for _ in range(epochs):
+    for epoch in range(epochs):
         perm = torch.randperm(n, generator=gen)
         for lo in range(0, n, batch_size):
             idx = perm[lo : lo + batch_size]
@@ -291,6 +293,8 @@ def train_laid(
             loss.backward()
             opt.step()
             last = float(loss.detach())
+        if on_epoch is not None:
+            on_epoch(epoch + 1, last)
     return LAID(
         W=w.detach().numpy().astype(np.float64),
         meta={"margin": margin, "epochs": epochs, "lr": lr, "seed": seed, "final_loss": last},

@@ -289,6 +289,8 @@ def _progress(enabled: bool) -> Any:
         TimeRemainingColumn,
     )
 
+    from semshift.progress import bar_console, progress_wanted
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -297,7 +299,8 @@ def _progress(enabled: bool) -> Any:
         TextColumn("{task.fields[rate]:,.1f} img/s", style="cyan"),
         TimeRemainingColumn(),
         TimeElapsedColumn(),
-        disable=not enabled,
+        console=bar_console(),
+        disable=not progress_wanted(enabled),
         transient=False,
     )
 
