@@ -23,6 +23,31 @@ def test_drops_by_hand():
     f1_hard = macro_f1([1, 1, 0, 0], [0, 1, 2, 2])
     assert v[("hard", "macro_f1.relative_drop")] == pytest.approx((f1_id - f1_hard) / f1_id)
     assert df.set_index("set").loc["hard", "split"].eq("hard").all()
+    # SOOD's Delta, Easy -> Hard: (hard - easy) / easy (negative: Hard is worse)
+    acc_easy, f1_easy = 0.75, macro_f1([0, 1, 2, 0], [0, 1, 2, 2])
+    assert v[("easy", "accuracy")] == acc_easy
+    assert v[("hard", "accuracy.delta_easy_hard")] == pytest.approx((0.25 - acc_easy) / acc_easy)
+    assert v[("hard", "macro_f1.delta_easy_hard")] == pytest.approx((f1_hard - f1_easy) / f1_easy)
+    assert not (df["metric"].str.endswith("delta_easy_hard") & (df["set"] == "easy")).any()
+
+
+def test_delta_easy_hard_has_a_paired_ci_and_needs_one_set_of_each_split():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 4, 200)
+
+    def noisy(p_ok: float, seed: int) -> list[int]:
+        r = np.random.default_rng(seed)
+        return np.where(r.random(200) < p_ok, y, r.integers(0, 4, 200)).tolist()
+
+    idt = ScoredSet("id_test", "id_test", y, noisy(0.95, 0), {})
+    easy = ScoredSet("e", "covariate", y, noisy(0.8, 1), {}, split="easy")
+    hard = ScoredSet("h", "covariate", y, noisy(0.5, 2), {}, split="hard")
+    df = generalisation(idt, [easy, hard], bootstrap=Bootstrap(300, seed=4))
+    row = df[df["metric"] == "macro_f1.delta_easy_hard"].iloc[0]
+    assert row["set"] == "h" and row["ci_low"] <= row["value"] <= row["ci_high"] < 0
+    other = ScoredSet("h2", "covariate", y, noisy(0.5, 5), {}, split="hard")
+    two = generalisation(idt, [easy, hard, other], bootstrap=Bootstrap(0))
+    assert not two["metric"].str.endswith("delta_easy_hard").any()  # which Hard? none
 
 
 def test_resampled_macro_f1_equals_metric_on_each_resample():

@@ -306,19 +306,26 @@ def test_generalisation_and_gzsl() -> None:
             "metric": "accuracy.relative_drop",
             "value": 0.25,
         },
+        {
+            "protocol": "generalisation",
+            "set": "hard",
+            "metric": "macro_f1.delta_easy_hard",
+            "value": -0.24,
+        },
         {"protocol": "gzsl", "metric": "ts", "value": 0.2345},
         {"protocol": "gzsl", "metric": "tr", "value": 0.8},
         {"protocol": "gzsl", "metric": "h", "value": 0.3627},
     ]
     g = generalisation_table(frame(rows))
     assert g.rows == ["id_test", "hard"]
-    assert [c.label for c in g.columns] == ["Acc", "Acc drop"]
+    assert [c.label for c in g.columns] == ["Acc", "Acc drop", "Macro-F1 Δ Easy→Hard"]
     assert [g.text(0, 0), g.text(1, 0), g.text(0, 1), g.text(1, 1)] == [
         "80.0",
         "60.0",
         "n/a",
         "25.0",
     ]
+    assert g.text(1, 2) == "-24.0" and "SOOD's Delta" in g.caption
     z = gzsl_table(frame(rows))
     assert z.rows == ["model"] and [c.label for c in z.columns] == ["ts", "tr", "H"]
     assert [z.text(0, j) for j in range(3)] == ["23.4", "80.0", "36.3"]

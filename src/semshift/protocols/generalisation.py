@@ -75,7 +75,11 @@ def generalisation(
       ``macro_f1`` (:func:`semshift.metrics.macro_f1`, mean over the classes present in labels
       or predictions), ``n_id`` = the set size;
     - per covariate set: ``accuracy.relative_drop`` and ``macro_f1.relative_drop`` =
-      (id - set) / id (an error row when the ID value is 0).
+      (id - set) / id (an error row when the ID value is 0);
+    - when one covariate set has split ``easy`` and one ``hard`` (SOOD's test splits):
+      ``accuracy.delta_easy_hard`` and ``macro_f1.delta_easy_hard`` = (hard - easy) / easy, the
+      paper's Delta (negative when Hard is worse; SOOD Table 1 prints it x100), on the hard
+      set's row (``split`` hard).
 
     CIs: percentile bootstrap over resampled images of each set (``id_test`` drawn first,
     then each set from the same generator); the drop's CI pairs resample k of ``id_test``
@@ -119,6 +123,7 @@ def generalisation(
     rows: list[dict[str, Any]] = []
     id_values: dict[str, float | str] = {}
     id_boot: dict[str, FloatArray] = {}
+    by_split: dict[str, tuple[ScoredSet, dict[str, float | str], dict[str, FloatArray]]] = {}
     for s in [id_test, *cov]:
         values: dict[str, float | str] = {}
         for m, f in (("accuracy", accuracy), ("macro_f1", macro_f1)):
@@ -149,6 +154,8 @@ def generalisation(
         if s is id_test:
             id_values, id_boot = values, boot
             continue
+        if s.split in ("easy", "hard"):
+            by_split[s.split] = (s, values, boot) if s.split not in by_split else (s, {}, {})
         for m, v in values.items():
             key: dict[str, Any] = {**base, "metric": f"{m}.relative_drop"}
             ref = id_values[m]
@@ -165,7 +172,37 @@ def generalisation(
                 low, high = percentile_ci(drops, bootstrap.level)
                 row.update(ci_low=float(low), ci_high=float(high))
             rows.append(row)
+    rows += _easy_hard(by_split, bootstrap)
     return results_frame(rows)
+
+
+def _easy_hard(
+    by_split: dict[str, tuple[ScoredSet, dict[str, float | str], dict[str, FloatArray]]],
+    bootstrap: Bootstrap,
+) -> list[dict[str, Any]]:
+    """SOOD's Delta: (hard - easy) / easy of each metric, when exactly one set has each split
+    (a second set of a split leaves empty values: no Delta)."""
+    if set(by_split) != {"easy", "hard"}:
+        return []
+    (_, easy, easy_boot), (hard_set, hard, hard_boot) = by_split["easy"], by_split["hard"]
+    rows: list[dict[str, Any]] = []
+    for m in ("accuracy", "macro_f1"):
+        e, h = easy.get(m), hard.get(m)
+        if not isinstance(e, float) or not isinstance(h, float):
+            continue  # a failed metric has its error row already; two sets of a split: none
+        key: dict[str, Any] = {"protocol": "generalisation", "set": hard_set.name, "split": "hard",
+               "n_id": hard_set.n, "metric": f"{m}.delta_easy_hard"}  # fmt: skip
+        if e == 0:
+            rows.append(error_row(error=f"n/a: the Easy {m} is 0", **key))
+            continue
+        row: dict[str, Any] = {**key, "value": (h - e) / e}
+        if m in easy_boot and m in hard_boot:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                deltas = (hard_boot[m] - easy_boot[m]) / easy_boot[m]
+            low, high = percentile_ci(deltas, bootstrap.level)
+            row.update(ci_low=float(low), ci_high=float(high))
+        rows.append(row)
+    return rows
 
 
 class GeneralisationConfig(ProtocolConfig):

@@ -37,6 +37,8 @@ def generalisation_table(results: ResultsLike) -> Table:
             ("macro_f1", "Macro-F1"),
             ("accuracy.relative_drop", "Acc drop"),
             ("macro_f1.relative_drop", "Macro-F1 drop"),
+            ("accuracy.delta_easy_hard", "Acc Δ Easy→Hard"),
+            ("macro_f1.delta_easy_hard", "Macro-F1 Δ Easy→Hard"),
         )
         if (rows["metric"] == m).any()
     ]
@@ -45,8 +47,9 @@ def generalisation_table(results: ResultsLike) -> Table:
     return _build(
         "generalisation",
         "Generalisation under covariate shift (SOOD)",
-        "Accuracy and macro-F1 x100 per set; drop = (ID - set) / ID x100, relative. No best "
-        "marked: the rows are sets of one classifier.",
+        "Accuracy and macro-F1 x100 per set; drop = (ID - set) / ID x100, relative; Δ Easy→Hard "
+        "= (Hard - Easy) / Easy x100, SOOD's Delta (negative when Hard is worse), on the Hard "
+        "set's row. No best marked: the rows are sets of one classifier.",
         "Set",
         sets,
         columns,
