@@ -222,12 +222,12 @@ def test_graded_grid_levels_follow_the_planted_shift():
     assert samples.groupby(cov_shift)["d_sem"].mean().std() < 0.02
     assert (samples.sem_level.to_numpy()[sem_shift == 3] >= 3).all()
     assert samples["cell_valid"].to_numpy().sum() == cells.loc[cells.valid, "count"].sum()
-    assert cells.attrs["search"] == {"method": "exact", "nlist": None, "nprobe": None}
+    assert cells.attrs["search"] == {"method": "exact", "nlist": None, "nprobe": None, "k": 10}
     # probing every cell of the inverted file gives the same grid
     s_ivf, c_ivf = graded_grid(
         base, test, laid, n_levels=4, policy="quantile", min_count=5, method="ivf", nprobe=99
     )
-    assert c_ivf.attrs["search"] == {"method": "ivf", "nlist": 14, "nprobe": 14}
+    assert c_ivf.attrs["search"] == {"method": "ivf", "nlist": 14, "nprobe": 14, "k": 10}
     np.testing.assert_allclose(s_ivf[["d_sem", "d_cov"]], samples[["d_sem", "d_cov"]], atol=1e-6)
     pd.testing.assert_frame_equal(c_ivf, cells, check_like=False, check_flags=False)
     with pytest.raises(InputError, match="LAID expects features of dimension 8"):
@@ -314,8 +314,9 @@ def test_cli_graded_with_the_inverted_file(tmp_path, capsys):
             main([*args, "--out", str(tmp_path / method), "--method", method, *extra])
         assert exit_.value.code == 0
     out = " ".join(capsys.readouterr().out.split())  # whatever the console width
-    assert "120 test images, exact nearest-ID search" in out
-    assert "120 test images, ivf (approximate: 35 of 35 cells probed) nearest-ID search" in out
+    assert "120 test images, exact search of the 10th nearest ID image" in out
+    ivf = "ivf (approximate: 35 of 35 cells probed) search of the 10th nearest ID image"
+    assert f"120 test images, {ivf}" in out
     a = pd.read_csv(tmp_path / "exact" / "levels.csv")
     b = pd.read_csv(tmp_path / "ivf" / "levels.csv")
     pd.testing.assert_frame_equal(a[["sem_level", "cov_level"]], b[["sem_level", "cov_level"]])
@@ -367,3 +368,41 @@ def test_cli_graded_with_fixed_edges(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(message), err
         assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_the_kth_nearest_distance_equals_a_full_sort(k):
+    """Distances to the k-th most similar ID row: exact (any block size) and the inverted file
+    probing every cell equal a full sort of every similarity."""
+    rng = np.random.default_rng(k)
+    x = rng.normal(size=(300, 6))
+    y = rng.normal(size=(70, 6))
+    xu = x / np.linalg.norm(x, axis=1, keepdims=True)
+    yu = y / np.linalg.norm(y, axis=1, keepdims=True)
+    sim = (yu @ xu.T).astype(np.float32)
+    want = 1.0 - np.sort(sim, axis=1)[:, ::-1][:, k - 1].astype(np.float64)
+    d, idx = nearest_distances(x, y, k=k, method="exact")
+    np.testing.assert_allclose(d, want, atol=1e-6)
+    np.testing.assert_allclose(1.0 - sim[np.arange(70), idx], want, atol=1e-6)
+    small, small_idx = nearest_distances(x, y, k=k, method="exact", block_test=16, block_id=7)
+    np.testing.assert_array_equal(small_idx, idx)  # ties and blocks: the same rows
+    np.testing.assert_allclose(small, d, atol=1e-6)
+    ivf, ivf_idx = nearest_distances(x, y, k=k, method="ivf", nlist=8, nprobe=8)
+    np.testing.assert_allclose(ivf, d, atol=1e-6)
+    np.testing.assert_array_equal(ivf_idx, idx)
+
+
+def test_k_is_checked_and_the_released_default_is_the_tenth():
+    x = np.eye(4)
+    with pytest.raises(InputError, match="k = 5 but there are only 4 ID rows"):
+        nearest_distances(x, x, k=5)
+    with pytest.raises(InputError, match=r"k .* must be >= 1"):
+        nearest_distances(x, x, k=0)
+    # the 10th nearest is further than the nearest: the graded grid's default
+    rng = np.random.default_rng(0)
+    base, test = rng.normal(size=(40, 4)), rng.normal(size=(30, 4))
+    laid = LAID(W=np.eye(4))
+    s10, c10 = graded_grid(base, test, laid, n_levels=2, min_count=1)
+    s1, _ = graded_grid(base, test, laid, n_levels=2, min_count=1, k=1)
+    assert c10.attrs["search"]["k"] == 10
+    assert (s10["d_sem"] >= s1["d_sem"] - 1e-12).all() and (s10["d_sem"] > s1["d_sem"]).any()

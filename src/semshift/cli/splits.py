@@ -466,8 +466,16 @@ def splits_graded(
     nprobe: Annotated[
         int | None, typer.Option(help="ivf: cells probed per test image (more: more exact).")
     ] = None,
+    k: Annotated[
+        int,
+        typer.Option(
+            "--k",
+            help="Distances to the k-th nearest ID image: 10 as IS-OOD's release, 1 as the "
+            "paper's formula.",
+        ),
+    ] = 10,
 ) -> None:
-    """IS-OOD graded shift levels: D_sem / D_cov to the nearest ID image, binned n x n."""
+    """IS-OOD graded shift levels: D_sem / D_cov to the k-th nearest ID image, binned n x n."""
     from semshift.splits.graded import LAID, graded_grid
 
     values: dict[str, Any] = {
@@ -475,6 +483,7 @@ def splits_graded(
         "levels": levels, "policy": policy, "min_count": min_count, "method": method,
         "sem_edges": _floats(sem_edges, "--sem-edges"),
         "cov_edges": _floats(cov_edges, "--cov-edges"), "nlist": nlist, "nprobe": nprobe,
+        "k": k,
     }  # fmt: skip
     p = builder_params("graded", values)
     model = LAID.load(laid)
@@ -490,6 +499,7 @@ def splits_graded(
         method=p.method,
         nlist=p.nlist,
         nprobe=p.nprobe,
+        k=p.k,
     )
     out.mkdir(parents=True, exist_ok=True)
     samples.to_csv(out / "levels.csv", index_label="row")
@@ -507,8 +517,15 @@ def splits_graded(
     if how == "ivf":
         how += f" (approximate: {search['nprobe']} of {search['nlist']} cells probed)"
     console.print(
-        f"{len(samples)} test images, {how} nearest-ID search | wrote {out}/levels.csv, cells.csv"
+        f"{len(samples)} test images, {how} search of the {_nth(p.k)} nearest ID image | wrote "
+        f"{out}/levels.csv, cells.csv"
     )
+
+
+def _nth(k: int) -> str:
+    """1 -> '1st', 2 -> '2nd', 10 -> '10th'."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
 
 
 def _group_filter(items: list[str] | None, option: str) -> dict[str, str]:

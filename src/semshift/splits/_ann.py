@@ -134,14 +134,37 @@ def spherical_kmeans(
     return np.asarray(c, dtype=np.float32)
 
 
-def ivf_search(
-    x: NDArray[np.float32], y: NDArray[np.float32], params: IVFParams
+def merge_top_k(
+    best: NDArray[np.float32],
+    arg: NDArray[np.int64],
+    sim: NDArray[np.float32],
+    ids: NDArray[np.int64],
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-    """Approximate most similar row of ``x`` (n_id, d) for each row of ``y`` (n, d), unit rows.
+    """The ``k`` largest similarities per row of ``best`` (b, k) and a block ``sim`` (b, m)
+    whose entry (i, j) is ID row ``ids[i, j]``, and their ID rows: each row ordered by
+    decreasing similarity, ties to the lower ID row (so the result does not depend on how the
+    ID rows were split into blocks)."""
+    k = best.shape[1]
+    if sim.shape[1] > k:  # only the block's own k best can enter
+        part = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+        sim, ids = np.take_along_axis(sim, part, axis=1), np.take_along_axis(ids, part, axis=1)
+    vals = np.concatenate([best, sim], axis=1)
+    rows = np.concatenate([arg, ids], axis=1)
+    order = np.lexsort((rows, -vals), axis=1)[:, :k]
+    return np.take_along_axis(vals, order, axis=1), np.take_along_axis(rows, order, axis=1)
+
+
+def ivf_search(
+    x: NDArray[np.float32], y: NDArray[np.float32], params: IVFParams, *, k: int = 1
+) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    """Approximate ``k``-th most similar row of ``x`` (n_id, d) for each row of ``y`` (n, d),
+    unit rows (k = 1: the most similar).
 
     Returns ``(similarity, index)``: float32 (n,) and int64 (n,). Every query probes at least
-    one non-empty cell, so every query gets an answer. Memory: the ID rows once more (sorted
-    by cell) plus blocks of ``_BLOCK x nlist`` and ``_QUERIES x nprobe``.
+    one non-empty cell, so every query gets an answer (with k > 1, a query whose probed cells
+    hold fewer than k rows gets -inf similarity: probe more cells). Memory: the ID rows once
+    more (sorted by cell) plus blocks of ``_BLOCK x nlist`` and ``_QUERIES x nprobe``; with k > 1
+    a running (n, k) top k.
     """
     rng = np.random.default_rng(params.seed)
     train = x[np.sort(rng.choice(len(x), params.train_size, replace=False))]
@@ -153,8 +176,8 @@ def ivf_search(
     starts = np.concatenate([[0], np.cumsum(sizes)])
     ct = np.ascontiguousarray(cent.T)
     npb = min(params.nprobe, int(np.count_nonzero(sizes)))
-    best = np.full(len(y), -np.inf, dtype=np.float32)
-    arg = np.zeros(len(y), dtype=np.int64)
+    top = np.full((len(y), k), -np.inf, dtype=np.float32)
+    top_arg = np.full((len(y), k), np.iinfo(np.int64).max if k > 1 else 0, dtype=np.int64)
     chunk = max(1, min(_QUERIES, -(-len(y) // _workers())))
 
     def scan(qlo: int) -> None:  # memory: chunk x nprobe (cell, query) pairs
@@ -171,17 +194,19 @@ def ivf_search(
         by_cell = np.argsort(cells, kind="stable")
         cells, queries = cells[by_cell], queries[by_cell]
         bounds = np.searchsorted(cells, np.arange(params.nlist + 1))
-        bq = best[qlo : qlo + chunk]
-        aq = arg[qlo : qlo + chunk]
+        tq, aq = top[qlo : qlo + chunk], top_arg[qlo : qlo + chunk]
         for cell in np.flatnonzero(bounds[1:] > bounds[:-1]):
             q = queries[bounds[cell] : bounds[cell + 1]]  # ascending: one query at most once
-            xc = xs[starts[cell] : starts[cell + 1]]
-            sim = yq[q] @ xc.T
-            j = sim.argmax(axis=1)
-            v = sim[np.arange(len(q)), j]
-            better = v > bq[q]
-            bq[q[better]] = v[better]
-            aq[q[better]] = order[starts[cell] + j[better]]
+            sim = yq[q] @ xs[starts[cell] : starts[cell + 1]].T
+            ids = order[starts[cell] : starts[cell + 1]]
+            if k == 1:
+                j = sim.argmax(axis=1)
+                v = sim[np.arange(len(q)), j]
+                better = v > tq[q, 0]
+                tq[q[better], 0] = v[better]
+                aq[q[better], 0] = ids[j[better]]
+            else:
+                tq[q], aq[q] = merge_top_k(tq[q], aq[q], sim, np.broadcast_to(ids, sim.shape))
 
     _pool_map(scan, range(0, len(y), chunk))
-    return best, arg
+    return top[:, k - 1], top_arg[:, k - 1]
