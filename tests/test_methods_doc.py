@@ -32,6 +32,7 @@ BUILDER_SECTIONS = {
     "superclass": "sood-superclasses",
     "graded": "is-ood-graded-shift",
     "zsl": "zero-shot-splits",
+    "sample": "random-class-samples",
 }
 PROTOCOL_SECTIONS = {
     "osr": "osr-protocol",

@@ -28,6 +28,7 @@ from semshift.splits.registry import (
     register_builder,
     validate_params,
 )
+from semshift.splits.sample import build_sample_split
 from semshift.splits.ssb import build_ssb_split
 from semshift.splits.superclass import build_score_split, build_superclasses, split_by_scores
 from semshift.splits.zsl import build_zsl_split
@@ -89,14 +90,15 @@ FUNCTIONS = {
     ),
     "graded": (build_graded_split, {"levels": "n_levels"}, {}, {}),
     "zsl": (build_zsl_split, {}, {}, {"seed": None}),
+    "sample": (build_sample_split, {}, {}, {"pool": None}),
 }
 
 
 def test_importing_the_registry_registers_every_builder_in_a_fresh_interpreter():
     code = "import semshift.splits.registry as r; print(','.join(r.list_builders()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "cleaning,graded,ssb,superclass,zsl"
-    assert list_builders() == ["cleaning", "graded", "ssb", "superclass", "zsl"]
+    assert out.stdout.strip() == "cleaning,graded,sample,ssb,superclass,zsl"
+    assert list_builders() == ["cleaning", "graded", "sample", "ssb", "superclass", "zsl"]
     # light: no torch or sentence model is imported to register them
     code = "import sys, semshift.splits.registry; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -147,7 +149,7 @@ def test_unknown_builder_lists_close_matches_and_every_name(ctx):
         get_builder("cleanin")
     assert str(info.value) == (
         "unknown split builder 'cleanin'. Did you mean 'cleaning'? "
-        "Known: cleaning, graded, ssb, superclass, zsl"
+        "Known: cleaning, graded, sample, ssb, superclass, zsl"
     )
     with pytest.raises(UnknownNameError, match=rf"^{WHERE}\.builder: .*'ssb'"):
         build_split("sbb", {}, ctx)
@@ -165,7 +167,7 @@ def test_registration_checks():
         register_builder("ssb", BuilderParams, "one line")
     with pytest.raises(ValueError, match="one non-empty line"):
         register_builder("two", BuilderParams, "two\nlines")
-    assert list_builders() == ["cleaning", "graded", "ssb", "superclass", "zsl"]
+    assert list_builders() == ["cleaning", "graded", "sample", "ssb", "superclass", "zsl"]
 
 
 @pytest.mark.parametrize(

@@ -174,6 +174,49 @@ def _print_split(result: SSBResult, out: Path, seconds: float) -> None:
         )
 
 
+@splits_app.command("sample")
+def splits_sample(
+    out: Annotated[Path, typer.Option(help="Output directory (split.json).")],
+    sizes: Annotated[
+        str, typer.Option(help="Classes per sample, comma-separated (nested samples).")
+    ] = "1000,10000",
+    seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
+    known: Annotated[
+        str, typer.Option(help=f"Known classes: shipped list name ({_LISTS}) or file of ids.")
+    ] = "imagenet1k",
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidates: shipped list or file (custom taxonomy: default all leaves)."
+        ),
+    ] = None,
+    taxonomy: TaxonomyOption = "wordnet",
+) -> None:
+    """Random open-set class samples (bins random_<n>), nested and seeded: the SSB's
+    more-classes ablation (1K vs 10K classes)."""
+    from semshift.splits.sample import build_sample_split
+
+    try:
+        n = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        raise SemshiftError(
+            f"--sizes: expected class counts like 1000,10000, got {sizes!r}"
+        ) from None
+    p = builder_params("sample", {"known": known, "pool": pool, "sizes": n, "seed": seed})
+    candidates = p.pool
+    if candidates is None and taxonomy in ("wordnet", "wordnet-3.0"):
+        candidates = "imagenet21k-p"
+    manifest = build_sample_split(
+        p.known, candidates, sizes=p.sizes, seed=p.seed, taxonomy=taxonomy
+    )
+    path = manifest.write(out)
+    counts = ", ".join(f"{name} {len(v)}" for name, v in manifest.bins.items())
+    console.print(
+        f"{manifest.extra['counts']['candidates']} candidate classes outside the "
+        f"{len(manifest.known)} known, seed {seed}: {counts} | wrote {path}"
+    )
+
+
 @splits_app.command("cleaning")
 def splits_cleaning(
     out: Annotated[Path, typer.Option(help="Output directory (split.json, audit.csv).")],

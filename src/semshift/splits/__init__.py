@@ -5,7 +5,7 @@ builder in :mod:`semshift.splits.registry` when imported; they are imported here
 anything under ``semshift.splits`` (the registry included) registers every builder.
 """
 
-from semshift.splits import cleaning, graded, superclass, zsl  # noqa: F401  (registration)
+from semshift.splits import cleaning, graded, sample, superclass, zsl  # noqa: F401  (registration)
 from semshift.splits.manifest import SplitManifest
 from semshift.splits.registry import (
     BuildContext,

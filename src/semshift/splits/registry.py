@@ -253,7 +253,7 @@ def list_builders() -> list[str]:
     --------
     >>> from semshift.splits.registry import list_builders
     >>> list_builders()
-    ['cleaning', 'graded', 'ssb', 'superclass', 'zsl']
+    ['cleaning', 'graded', 'sample', 'ssb', 'superclass', 'zsl']
     """
     return BUILDERS.names()
 
