@@ -47,3 +47,39 @@ def test_bad_runs():
         sanity({0: run(0)[1:]})
     with pytest.raises(InputError, match="delta"):
         sanity({0: run(0)}, delta=0.7)
+
+
+def test_failure_goal_scores_correct_against_incorrect_and_the_set():
+    """Appendix F of ImageNet-OOD: on a random model, correct ID images (positives) against the
+    misclassified ones and the OOD images; a detector that knows correctness is flagged."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(7)
+    n, m = 1500, 800
+    labels = rng.integers(0, 10, n)
+    preds = np.where(rng.random(n) < 0.2, labels, rng.integers(0, 10, n))  # ~28 % correct
+    correct = preds == labels
+    scores = {"random": rng.normal(0, 1, n), "knows": rng.normal(0, 1, n) + 1.0 * correct}
+    idt = ScoredSet("id_test", "id_test", labels, preds, scores)
+    ood = ScoredSet("ood", "ood", -np.ones(m, int), rng.integers(0, 10, m),
+                    {"random": rng.normal(0, 1, m), "knows": rng.normal(0, 1, m)})  # fmt: skip
+    df = sanity({0: [idt, ood]}, bootstrap=Bootstrap(200), goals=("failure",))
+    assert not (df["metric"] == "auroc").any()  # the new-class goal left out
+    fail = df[df["metric"] == "failure.auroc"].set_index("detector")
+    for det in ("random", "knows"):
+        s = np.r_[idt.scores[det][correct], idt.scores[det][~correct], ood.scores[det]]
+        y = np.r_[np.ones(correct.sum(), bool), np.zeros((~correct).sum() + m, bool)]
+        assert fail.loc[det, "value"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        assert fail.loc[det, "n_id"] == correct.sum()
+        assert fail.loc[det, "n_ood"] == n - correct.sum() + m
+    flags = df[df["metric"] == "failure.flagged"].set_index("detector")["value"]
+    assert flags["knows"] == 1.0 and flags["random"] == 0.0
+
+
+def test_failure_goal_is_n_a_when_nothing_or_everything_is_correct():
+    df = sanity({0: run(0)}, bootstrap=Bootstrap(0))  # every ID image correct
+    fail = df[df["metric"] == "failure.auroc"]
+    assert fail["value"].isna().all()
+    assert fail["error"].str.startswith("n/a: every ID test image is classified correctly").all()
+    with pytest.raises(InputError, match="goals must be among newclass, failure"):
+        sanity({0: run(0)}, goals=("newclass", "nope"))

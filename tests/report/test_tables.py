@@ -294,6 +294,27 @@ def test_sanity_table_worst_seed_mark_and_flag() -> None:
     assert t.text(0, 1) == "no" and t.text(1, 1) == "yes"
     assert "0.5 ± 0.05" in t.caption
     assert "\\*" not in t.to_markdown() and "†" in t.to_markdown()
+    # the failure goal: one AUROC column (furthest from 0.5 over sets and seeds; a seed with
+    # no correct image is n/a and does not hide the others) and its verdict
+    fail = [
+        {"protocol": "sanity", "set": s, "split": seed, "detector": "msp",
+         "metric": "failure.auroc", "value": v, "ci_low": v - 0.02, "ci_high": v + 0.02,
+         "error": None}
+        for s, seed, v in (("easy", "seed0", 0.56), ("hard", "seed1", 0.38))
+    ] + [
+        {"protocol": "sanity", "set": "easy", "split": "seed2", "detector": "msp",
+         "metric": "failure.auroc", "value": float("nan"),
+         "error": "n/a: no ID test image is classified correctly by this random model"},
+        {"protocol": "sanity", "split": "all", "detector": "msp", "metric": "failure.flagged",
+         "value": 1.0},
+    ]  # fmt: skip
+    f = sanity_table(frame(rows + fail), delta=0.05)
+    assert [c.full_label for c in f.columns] == [
+        "AUROC easy", "Flagged", "Failure AUROC", "Failure Flagged",
+    ]  # fmt: skip
+    row = f.rows.index("msp")
+    assert f.text(row, 2) == "38.0 [36.0, 40.0]†" and f.text(row, 3) == "yes"
+    assert "appendix F" in f.caption
 
 
 def test_generalisation_and_gzsl() -> None:
