@@ -69,10 +69,13 @@ def test_hand_computed_rates_with_a_calibration_set() -> None:
         ["id_val", "id_val", "threshold"],
         ["id_test", None, "rejection_rate"],
         ["id_test", None, "accepted_wrong_rate"],
+        ["id_test", None, "correct_rejection_rate"],
         ["near", "hard", "rejection_rate"],
         ["near", "hard", "accepted_wrong_rate"],
     ]
     assert _value(msp, metric="threshold") == 0.3
+    # correctly classified id_test rows 0, 2, 3, 5 score 0.9, 0.25, 0.5, 0.1: 2 of 4 rejected
+    assert _value(msp, set="id_test", metric="correct_rejection_rate") == 0.5
     # id_test msp: 0.25 and 0.1 rejected (2 / 6); accepted & wrong: 0.8 (row 1) and 0.3 (row 4,
     # tied with t: accepted) -> 2 / 6
     assert _value(msp, set="id_test", metric="rejection_rate") == 2 / 6
@@ -91,6 +94,7 @@ def test_hand_computed_rates_with_a_calibration_set() -> None:
         ["threshold", 10, pd.NA],
         ["rejection_rate", 6, 0],
         ["accepted_wrong_rate", 6, 0],
+        ["correct_rejection_rate", 6, 0],
         ["rejection_rate", 0, 4],
         ["accepted_wrong_rate", 0, 4],
     ]
@@ -166,6 +170,7 @@ def test_level_rows_pool_the_sets_at_each_level() -> None:
         ["b", "semantic", "2", None, "accepted_wrong_rate"],
         ["c", "covariate", None, "3", "rejection_rate"],
         ["c", "covariate", None, "3", "accepted_wrong_rate"],
+        ["c", "covariate", None, "3", "correct_rejection_rate"],
     ]
     # t = 0.3; semantic 1 = a's 0.9, 0.1 and b's 0.2: rejected 0.1, 0.2; accepted (wrong) 0.9
     sem1 = _rows(levels, semantic_level="1")
@@ -175,8 +180,9 @@ def test_level_rows_pool_the_sets_at_each_level() -> None:
     assert _rows(levels, semantic_level="2")["value"].tolist() == [0.0, 1.0]
     # covariate 3 = c: 0.15 rejected; accepted 0.95 (right) and 0.9 (misclassified)
     cov = _rows(levels, covariate_level="3")
-    assert cov["value"].tolist() == [1 / 3, 1 / 3]
-    assert cov[["n_id", "n_ood"]].values.tolist() == [[3, 0], [3, 0]]
+    # of c's two correct rows (0.95 and 0.15), 0.15 is rejected
+    assert cov["value"].tolist() == [1 / 3, 1 / 3, 1 / 2]
+    assert cov[["n_id", "n_ood"]].values.tolist() == [[3, 0], [3, 0], [3, 0]]
     # the set rows carry no level
     assert _rows(df, set="b", semantic_level=None, metric="rejection_rate")["value"].tolist() == [
         0.25
@@ -253,7 +259,7 @@ def test_cis_follow_the_documented_resampling() -> None:
     groups = [idt, near, near]  # id_test, the set, its semantic level (the same rows)
     idx = [rng.integers(0, g.n, size=(40, g.n)) for g in groups]
     for det in ("msp", "knn"):
-        thr, rej, aw = [], [[], [], []], [[], [], []]
+        thr, rej, aw, cr = [], [[], [], []], [[], [], []], []
         for b in range(40):
             t = threshold_at_recall(val.scores[det][cal_idx[b]], 0.9)
             thr.append(t)
@@ -261,10 +267,12 @@ def test_cis_follow_the_documented_resampling() -> None:
                 x, wrong = s.scores[det][ix[b]], ~s.correct[ix[b]]
                 rej[g].append(np.mean(x < t))
                 aw[g].append(np.mean((x >= t) & wrong))
+                if g == 0:  # id_test has known rows: the rejection among its correct rows
+                    cr.append(np.mean(x[~wrong] < t))
         got = df[df["detector"] == det]
         assert got["ci_low"].iloc[0] == pytest.approx(np.quantile(thr, 0.05))
         assert got["ci_high"].iloc[0] == pytest.approx(np.quantile(thr, 0.95))
-        want = [xs for g in range(3) for xs in (rej[g], aw[g])]
+        want = [rej[0], aw[0], cr] + [xs for g in (1, 2) for xs in (rej[g], aw[g])]
         for k, xs in enumerate(want):
             row = got.iloc[1 + k]
             assert (row["ci_low"], row["ci_high"]) == pytest.approx(
@@ -314,7 +322,8 @@ def test_error_rows() -> None:
     )
     df = operating_point(idt, [a, b], calibration=val, bootstrap=Bootstrap(20))
     knn = df[df["detector"] == "knn"]
-    assert len(knn) == 1 + 2 * 4  # threshold + (id_test, a, b, semantic 1) x 2 rates
+    # threshold + (id_test, a, b, semantic 1) x 2 rates + id_test's correct-rows rejection
+    assert len(knn) == 1 + 2 * 4 + 1
     assert knn["value"].isna().all()
     assert set(knn["error"]) == {"set 'id_val': ValueError: singular covariance"}
     vim = df[df["detector"] == "vim"]
@@ -328,7 +337,7 @@ def test_error_rows() -> None:
     assert set(bad["error"]) == {"set 'b': ArithmeticError: inf scores"}
     assert bad["value"].isna().all() and bad["n_ood"].tolist() == [2, 2, 4, 4]
     ok = vim[vim["error"].isna()]
-    assert ok["value"].notna().all() and len(ok) == 5
+    assert ok["value"].notna().all() and len(ok) == 6
     assert df[df["detector"] == "msp"]["error"].isna().all()
 
 

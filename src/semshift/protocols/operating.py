@@ -44,6 +44,15 @@ PROTOCOL = "operating_point"
 #: ``split`` of the ``threshold`` row when the threshold comes from the ID validation set.
 VAL_SPLIT = "id_val"
 _RATES = ("rejection_rate", "accepted_wrong_rate")
+#: the rejection rate among correctly classified rows (groups with known-class rows only)
+_CORRECT = "correct_rejection_rate"
+
+
+def _rates_of(g: _Group) -> tuple[str, ...]:
+    """The rate metrics of a group: the correct-rows rejection rate where rows are known."""
+    return (*_RATES, _CORRECT) if g.n_id > 0 else _RATES
+
+
 _BLOCK_ELEMENTS = 1 << 22  # resampled indices held at once (all groups of one block)
 
 FloatArray = NDArray[np.float64]
@@ -161,8 +170,10 @@ def _resample(
     detectors: Sequence[str],
     recall: float,
     bootstrap: Bootstrap,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Resampled thresholds (n_det, B) and rates (n_det, n_groups, B), NaN where unavailable.
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Resampled thresholds (n_det, B) and rates (n_det, n_groups, B), NaN where unavailable:
+    rejection, accepted-and-wrong and the rejection among correct rows (NaN in a resample with
+    no correct row).
 
     Per resample: the calibration rows are drawn with replacement and the threshold re-chosen
     on them; every group is drawn with replacement (independently of the calibration) and
@@ -175,9 +186,10 @@ def _resample(
     thr = np.full((n_det, n_b), np.nan)
     rej = np.full((n_det, n_grp, n_b), np.nan)
     aw = np.full((n_det, n_grp, n_b), np.nan)
+    cr = np.full((n_det, n_grp, n_b), np.nan)
     n_cal = next((c.size for c in cal if c is not None), 0)
     if n_cal == 0:
-        return thr, rej, aw
+        return thr, rej, aw, cr
     sizes = [g.wrong.size for g in groups]
     i_thr = n_cal - n_required(recall, n_cal)
     block = max(1, min(n_b, _BLOCK_ELEMENTS // (n_cal + sum(sizes))))
@@ -202,7 +214,12 @@ def _resample(
                 n_acc = np.count_nonzero(accepted, axis=1)
                 rej[d, g, sl] = (sizes[g] - n_acc) / sizes[g]
                 aw[d, g, sl] = np.count_nonzero(accepted & grp_wrong[g], axis=1) / sizes[g]
-    return thr, rej, aw
+                if group.n_id:
+                    ok = ~grp_wrong[g]
+                    n_ok = np.count_nonzero(ok, axis=1)
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        cr[d, g, sl] = np.count_nonzero(~accepted & ok, axis=1) / n_ok
+    return thr, rej, aw, cr
 
 
 def operating_point(
@@ -237,6 +254,10 @@ def operating_point(
       names joined by ``+``, the level in ``semantic_level`` or ``covariate_level``, ``split``
       = ``"semantic"`` or ``"covariate"``; levels in :func:`semshift.protocols.level_order`.
       ``n_id`` / ``n_ood`` = the known-class / unknown rows of the evaluated rows.
+      Where a group has known-class rows (id_test, covariate sets, covariate levels):
+      ``correct_rejection_rate`` = the fraction of its correctly classified rows with score < t
+      (ImageNet-OOD appendix B, Table 2: how many good predictions under covariate shift the
+      rule throws away; an error row when no row is correct).
 
     CIs (percentile, ``bootstrap``): the threshold is **re-chosen** on each resample of the
     calibration rows, and each evaluated set is resampled separately, so an interval covers
@@ -290,8 +311,9 @@ def operating_point(
     >>> df = operating_point(idt, [ood], calibration=val, recall=0.75, bootstrap=Bootstrap(0))
     >>> df[["set", "split", "metric", "value"]].values.tolist()
     [['id_val', 'id_val', 'threshold', 0.7], ['id_test', None, 'rejection_rate', 0.5],
-     ['id_test', None, 'accepted_wrong_rate', 0.25], ['far', None, 'rejection_rate', 0.5],
-     ['far', None, 'accepted_wrong_rate', 0.5]]
+     ['id_test', None, 'accepted_wrong_rate', 0.25],
+     ['id_test', None, 'correct_rejection_rate', 0.6666666666666666],
+     ['far', None, 'rejection_rate', 0.5], ['far', None, 'accepted_wrong_rate', 0.5]]
     """
     check_id_test(id_test, PROTOCOL)
     sets = check_sets(others, PROTOCOL)
@@ -311,13 +333,15 @@ def operating_point(
         c = cal_set.scores.get(det)
         cal.append(None if c is None else (c if cal_rows is None else c[cal_rows]))
     if bootstrap.enabled:
-        thr_b, rej_b, aw_b = _resample(cal, groups, detectors, r, bootstrap)
+        thr_b, rej_b, aw_b, cr_b = _resample(cal, groups, detectors, r, bootstrap)
         thr_lo, thr_hi = percentile_ci(thr_b, bootstrap.level)
         rej_lo, rej_hi = percentile_ci(rej_b, bootstrap.level)
         aw_lo, aw_hi = percentile_ci(aw_b, bootstrap.level)
+        cr_lo, cr_hi = percentile_ci(cr_b, bootstrap.level)  # NaN resamples left out
     else:
         thr_lo = thr_hi = np.full(len(detectors), np.nan)
         rej_lo = rej_hi = aw_lo = aw_hi = np.full((len(detectors), len(groups)), np.nan)
+        cr_lo = cr_hi = rej_lo
     n_cal = cal_set.n if cal_rows is None else cal_rows.size
     rows: list[dict[str, Any]] = []
     for d, det in enumerate(detectors):
@@ -334,7 +358,7 @@ def operating_point(
             msg = f"set {cal_name!r}: {cal_set.missing(det)}"
             rows.append(error_row(error=msg, **thr_key))
             for g in groups:
-                for m in _RATES:
+                for m in _rates_of(g):
                     rows.append(error_row(error=msg, **_rate_key(g, det, m)))
             continue
         t = threshold_at_recall(c, r)
@@ -342,7 +366,7 @@ def operating_point(
         for k, g in enumerate(groups):
             x = g.scores[det]
             if isinstance(x, str):
-                rows += [error_row(error=x, **_rate_key(g, det, m)) for m in _RATES]
+                rows += [error_row(error=x, **_rate_key(g, det, m)) for m in _rates_of(g)]
                 continue
             rates = operating_rates(x, t, correct=~g.wrong)
             for m, value, lo, hi in (
@@ -350,6 +374,15 @@ def operating_point(
                 ("accepted_wrong_rate", rates.accepted_wrong_rate, aw_lo[d, k], aw_hi[d, k]),
             ):
                 rows.append({**_rate_key(g, det, m), "value": value, "ci_low": lo, "ci_high": hi})
+            if g.n_id:
+                ok = ~g.wrong
+                key = _rate_key(g, det, _CORRECT)
+                if not ok.any():
+                    rows.append(error_row(error="n/a: no correctly classified row", **key))
+                else:
+                    value = float(np.count_nonzero(x[ok] < t) / np.count_nonzero(ok))
+                    rows.append({**key, "value": value, "ci_low": float(cr_lo[d, k]),
+                                 "ci_high": float(cr_hi[d, k])})  # fmt: skip
     return results_frame(rows)
 
 
