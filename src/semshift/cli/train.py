@@ -127,6 +127,14 @@ def train_model(
     weights: Annotated[
         str | None, typer.Option(help="Initial weights, as `extract --weights` (default: random).")
     ] = None,
+    init_backbone: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start from this checkpoint's backbone with a fresh head (seeded): every "
+            "tensor but the head's must be in it with the model's shape; MoCo, DINO, SimCLR "
+            "key layouts are mapped, the rest is ignored and reported. Not with --weights."
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")
     ] = False,
@@ -167,6 +175,7 @@ def train_model(
         "model": model, "data": None if data is None else str(data), "classes": classes,
         "method": method, "seed": seed, "num_classes": num_classes, "preset": preset,
         "weights": weights, "outliers": None if outliers is None else str(outliers),
+        "init_backbone": None if init_backbone is None else str(init_backbone),
         "test_splits": None if not test_split else [str(p) for p in test_split],
         "out": None if out is None else str(out),
     }  # fmt: skip
@@ -192,6 +201,8 @@ def train_model(
         )  # fmt: skip
     if not dist_env().is_main:
         return  # under torchrun: rank 0 reports the run
+    if result.backbone is not None:
+        console.print(result.backbone.summary(), markup=False)
     last = result.history[-1]
     ran = len(result.history) - result.start_epoch
     resumed = f", resumed after epoch {result.start_epoch}" if result.start_epoch else ""

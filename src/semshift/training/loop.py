@@ -44,7 +44,7 @@ from torch import Tensor
 from semshift.errors import InputError
 from semshift.features.data import ImageSource, open_source
 from semshift.features.device import resolve_device
-from semshift.features.models import ModelAdapter, load_model
+from semshift.features.models import BackboneLoad, ModelAdapter, load_backbone, load_model
 from semshift.training.checkpoint import (
     CHECKPOINT,
     MODEL_FILE,
@@ -87,6 +87,8 @@ class TrainResult:
     device : str
     seconds : float
         Wall time of this call.
+    backbone : BackboneLoad or None
+        What ``config.init_backbone`` loaded and re-initialised (also in ``train.json``).
     """
 
     out: Path
@@ -96,6 +98,7 @@ class TrainResult:
     start_epoch: int
     device: str
     seconds: float
+    backbone: BackboneLoad | None = None
 
 
 def _as_path_text(value: str | None) -> str | None:
@@ -143,13 +146,17 @@ class Prepared:
     outliers : ImageSource or None
         The auxiliary outlier images (checked against the test splits).
     adapter : ModelAdapter
-        The model, initialised (seeded) or loaded from ``config.weights``.
+        The model, initialised (seeded) or loaded from ``config.weights``, or its backbone
+        loaded from ``config.init_backbone`` and its head initialised (seeded).
+    backbone : BackboneLoad or None
+        What ``config.init_backbone`` loaded, re-initialised and ignored.
     """
 
     config: TrainConfig
     source: ImageSource
     outliers: ImageSource | None
     adapter: ModelAdapter
+    backbone: BackboneLoad | None = None
 
 
 def resolve_config(config: TrainConfig) -> Prepared:
@@ -186,6 +193,11 @@ def resolve_config(config: TrainConfig) -> Prepared:
     else:
         num_classes = int(np.asarray(source.labels).max()) + 1
     _check_head(source, num_classes, config.data)
+    if config.weights is not None and config.init_backbone is not None:
+        raise InputError(
+            "weights and init_backbone (--weights, --init-backbone) exclude each other: the "
+            "first loads the whole model strictly, the second all but the head"
+        )
     adapter = load_model(
         config.model,
         weights=config.weights,
@@ -194,6 +206,12 @@ def resolve_config(config: TrainConfig) -> Prepared:
         num_classes=num_classes,
         **config.model_kwargs,
     )
+    backbone = None
+    if config.init_backbone is not None:
+        backbone = load_backbone(
+            adapter.module, config.init_backbone, head=adapter.head_module(), seed=config.seed
+        )
+        adapter.weights_desc = backbone.summary()
     size = int(adapter.input_size)
     preset = config.preset or ("imagenet" if size == 224 else f"resize{size}-crop{size}")
     resolved = replace(
@@ -204,15 +222,21 @@ def resolve_config(config: TrainConfig) -> Prepared:
         num_classes=num_classes,
         preset=preset,
         weights=_as_path_text(config.weights),
+        init_backbone=_as_path_text(config.init_backbone),
         outliers=_as_path_text(config.outliers),
         test_splits=[str(_as_path_text(p)) for p in config.test_splits],
         data_fingerprint=source.fingerprint(),
     )
-    return Prepared(resolved, source, outliers, adapter)
+    return Prepared(resolved, source, outliers, adapter, backbone)
 
 
-def _prepare_out(out: Path, config: TrainConfig, resume: bool) -> bool:
+def _prepare_out(
+    out: Path, config: TrainConfig, resume: bool, backbone: BackboneLoad | None = None
+) -> bool:
     """Check the output folder against ``config``; True when a checkpoint is to be resumed.
+
+    A new run's ``train.json`` records the configuration, the versions and ``backbone``'s
+    report (``init_backbone``).
 
     Raises
     ------
@@ -241,7 +265,10 @@ def _prepare_out(out: Path, config: TrainConfig, resume: bool) -> bool:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"output folder {out} exists and is not a training run; choose another")
     out.mkdir(parents=True, exist_ok=True)
-    write_json(cfg_file, {"config": config.to_dict(), "versions": versions()})
+    meta: dict[str, Any] = {"config": config.to_dict(), "versions": versions()}
+    if backbone is not None:
+        meta["init_backbone"] = backbone.to_dict()
+    write_json(cfg_file, meta)
     return False
 
 
@@ -368,14 +395,14 @@ def train(
     _check_parallel(resolved, world)
     if world > 1 and not env.distributed:
         resolve_device(device)
-        resuming = _prepare_out(out, resolved, resume)
+        resuming = _prepare_out(out, resolved, resume, prep.backbone)
         start = read_checkpoint(out / CHECKPOINT).meta["epoch"] if resuming else 0
         launch(world, _spawned, (config, str(out), device, workers, amp, threads))
         ckpt = read_checkpoint(out / CHECKPOINT)
         dev_text = str(resolve_device(device))
         return TrainResult(
             out, out / MODEL_FILE, resolved, list(ckpt.meta["history"]), int(start),
-            f"{world} x {dev_text}", time.perf_counter() - t_start,
+            f"{world} x {dev_text}", time.perf_counter() - t_start, prep.backbone,
         )  # fmt: skip
     dev = resolve_device(device)
     if env.distributed and dev.type == "cuda":
@@ -387,10 +414,12 @@ def train(
         backend = "nccl" if dev.type == "cuda" else "gloo"
         torch.distributed.init_process_group(backend, rank=env.rank, world_size=env.world)
     try:
-        resuming = _prepare_out_everywhere(out, resolved, resume, env)
-        return _train_here(
+        resuming = _prepare_out_everywhere(out, resolved, resume, env, prep.backbone)
+        result = _train_here(
             resolved, prep, out, dev, use_amp, resuming, workers, threads, progress, t_start, env
         )
+        result.backbone = prep.backbone
+        return result
     finally:
         if owns_group:
             torch.distributed.destroy_process_group()
@@ -422,14 +451,16 @@ def _spawned(
     train(config, out, resume=True, device=device, workers=workers, amp=amp, threads=threads)
 
 
-def _prepare_out_everywhere(out: Path, config: TrainConfig, resume: bool, env: DistEnv) -> bool:
+def _prepare_out_everywhere(
+    out: Path, config: TrainConfig, resume: bool, env: DistEnv, backbone: BackboneLoad | None
+) -> bool:
     """:func:`_prepare_out` on rank 0, its answer (or its error) on every rank."""
     if not env.distributed:
-        return _prepare_out(out, config, resume)
+        return _prepare_out(out, config, resume, backbone)
     answer: list[Any] = [None]
     if env.is_main:
         try:
-            answer = [_prepare_out(out, config, resume)]
+            answer = [_prepare_out(out, config, resume, backbone)]
         except InputError as err:
             answer = [str(err)]
     torch.distributed.broadcast_object_list(answer, src=0)

@@ -175,6 +175,10 @@ class TrainConfig:
         size (``resize<S>-crop<S>``), ``imagenet`` for 224.
     weights : str or None
         Initial weights (local file or library name); default a seeded random initialisation.
+    init_backbone : str or None
+        A checkpoint (local file; e.g. MoCo, DINO, SimCLR) to initialise every tensor but the
+        head's from, the head re-initialised (seeded), as
+        :func:`semshift.features.models.load_backbone` does; not with ``weights``.
     model_kwargs : dict
         Passed to the model's constructor.
     outliers : str or None
@@ -197,6 +201,7 @@ class TrainConfig:
     num_classes: int | None = None
     preset: str | None = None
     weights: str | None = None
+    init_backbone: str | None = None
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     outliers: str | None = None
     test_splits: list[str] = field(default_factory=list)
@@ -215,6 +220,7 @@ class TrainConfig:
         "num_classes": [Interval(Integral, 1, None, closed="left"), None],
         "preset": [_Text(), None],
         "weights": [_Text(), None],
+        "init_backbone": [_Text(), None],
         "model_kwargs": [_Mapping()],
         "outliers": [_Text(), None],
         "test_splits": [_TextList()],
@@ -255,8 +261,8 @@ def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
     of :class:`Recipe` knobs, ``method_params`` of the method's hyperparameters) and ``out``;
     every key is optional (``semshift train`` options override the file's values). Relative
     paths are relative to the file's folder: always for ``data``, ``outliers``,
-    ``test_splits`` and ``out``; for ``classes`` and ``weights`` (also shipped or library
-    names) when that file exists. Reading the file is the caller's
+    ``init_backbone``, ``test_splits`` and ``out``; for ``classes`` and ``weights`` (also
+    shipped or library names) when that file exists. Reading the file is the caller's
     (:func:`semshift.textio.read_yaml`: a key given twice refused, ``1e-3`` a number); this
     checks what it holds.
 
@@ -318,7 +324,7 @@ def check_config_file(data: Any, path: str | Path) -> dict[str, Any]:
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (base / q).resolve())
 
-    for key in ("data", "outliers", "out"):
+    for key in ("data", "outliers", "init_backbone", "out"):
         if isinstance(out.get(key), str):
             out[key] = under(out[key])
     if "test_splits" in out:

@@ -80,17 +80,24 @@ from .registry import (  # noqa: F401
 )
 from .weights import (  # noqa: F401
     _PICKLE_HINT,
+    BACKBONE_PREFIXES,
+    BACKBONE_WRAPPERS,
+    BackboneLoad,
     _check_semshift_weights,
     _list_keys,
     kaiming_init,
+    load_backbone,
     load_state_dict,
     load_weights,
 )
 
 __all__ = [
+    "BACKBONE_PREFIXES",
+    "BACKBONE_WRAPPERS",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "MODELS",
+    "BackboneLoad",
     "HookAdapter",
     "ModelAdapter",
     "OpenClipAdapter",
@@ -103,6 +110,7 @@ __all__ = [
     "is_weights_name",
     "kaiming_init",
     "list_models",
+    "load_backbone",
     "load_model",
     "load_state_dict",
     "load_weights",
