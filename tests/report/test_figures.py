@@ -51,10 +51,11 @@ def test_oscr_figure_curves_match_scores(run_dir: Path) -> None:
     fig = F.oscr_figure(run)
     assert isinstance(fig, Figure)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.lines]
-    assert [ax.get_title() for ax in axes] == ["easy: easy", "medium: medium", "hard: hard"]
+    # smaller -> larger semantic shift: SSB's Hard bin first
+    assert [ax.get_title() for ax in axes] == ["hard: hard", "medium: medium", "easy: easy"]
     # broken has NaN scores on hard: drawn on easy and medium only
-    assert [ln.get_label() for ln in axes[0].lines] == ["msp", "energy", "knn", "broken"]
-    assert [ln.get_label() for ln in axes[2].lines] == ["msp", "energy", "knn"]
+    assert [ln.get_label() for ln in axes[2].lines] == ["msp", "energy", "knn", "broken"]
+    assert [ln.get_label() for ln in axes[0].lines] == ["msp", "energy", "knn"]
     ident = run.read_scores("id_test")
     acc = float(np.mean(ident["label"].to_numpy() == ident["pred"].to_numpy()))
     for ax in axes:
@@ -96,12 +97,13 @@ def test_histograms_level_curves_sanity_and_decomposition(run_dir: Path) -> None
     lc = F.level_curves_figure(run.results)
     assert lc is not None
     graded_ax, osr_ax = [ax for ax in lc.axes if ax.lines]
-    assert [t.get_text() for t in osr_ax.get_xticklabels()] == ["easy", "medium", "hard"]
+    assert [t.get_text() for t in osr_ax.get_xticklabels()] == ["hard", "medium", "easy"]
     assert [t.get_text() for t in graded_ax.get_xticklabels()] == ["1", "2", "3", "4"]
     sanity = F.sanity_figure(run.results, delta=0.1)
     assert sanity is not None and "0.5 ± 0.1" in sanity.get_suptitle()
     red = [t.get_text() for t in sanity.axes[0].get_yticklabels() if t.get_color() == "#c00000"]
     assert red == ["energy"]
+    assert [t.get_text() for t in sanity.legends[0].get_texts()] == ["seed0", "seed1"]
     assert F.decomposition_figure(run.results) is not None
     assert F.decomposition_figure(run.results[run.results["protocol"] == "osr"]) is None
 

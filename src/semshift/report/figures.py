@@ -2,16 +2,21 @@
 
 Figures are built as ``Figure`` objects, never through pyplot's global state, so they are safe
 in threads and leave nothing open. Each function returns None when the run has nothing to
-show. Sizes are chosen for up to 24-26 detectors and 64 grid cells: detectors become panels of
-small multiples (histograms, heatmaps) or rows (sanity, decomposition), never one crowded plot.
+show. They stay readable at any detector count (tested at 50): detectors become panels of small
+multiples (histograms, heatmaps, pages of 24) or rows (sanity, decomposition); line figures
+colour MSP and the best and worst detectors over the others in grey
+(:mod:`semshift.report.figure_style`), their legend under the panels. Every shift axis runs
+from the smaller to the larger shift (left to right, bottom to top; SSB's splits hard < medium
+< easy).
 
-- :func:`level_curves_figure`: AUROC vs semantic level per detector (graded level means, or the
-  OSR splits in the order easy < medium < hard);
-- :func:`grid_heatmap_figures`: per-cell grid heatmaps, N/A cells grey and hatched;
+- :func:`level_curves_figure`: AUROC vs semantic shift (graded level means, or the OSR splits
+  hard < medium < easy), MSP and the best / worst coloured;
+- :func:`grid_heatmap_figures`: per-cell grid heatmaps with the values written in, N/A cells
+  grey and hatched;
 - :func:`score_histogram_figure`: ID test vs each OOD / covariate set, one panel per detector;
 - :func:`oscr_figure`: CCR vs FPR per detector and split, computed from the scores
-  (:func:`oscr_curve`);
-- :func:`decomposition_figure`: the AUROC decomposition as grouped bars;
+  (:func:`oscr_curve`), MSP and the best / worst coloured;
+- :func:`decomposition_figure`: the AUROC decomposition, one row of three markers per detector;
 - :func:`sanity_figure`: AUROC with CI per detector and set against the 0.5 +- delta band;
 - :func:`search_sensitivity_figures`: a hyperparameter search's objective against each
   searched hyperparameter (the others at their chosen values), one panel per detector and
@@ -21,19 +26,32 @@ small multiples (histograms, heatmaps) or rows (sanity, decomposition), never on
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.axes import Axes
+from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
+from matplotlib.transforms import TransformedPatchPath
 from numpy.typing import ArrayLike, NDArray
 
 from semshift.errors import InputError
 from semshift.report._load import RunData, level_sort_key, ordered_unique
+from semshift.report.figure_style import (
+    BASELINE_DETECTOR,
+    GREY,
+    HIGHLIGHT_COLORS,
+    highlight_colors,
+    pick_highlights,
+    shift_order,
+)
 from semshift.report.tables import metric_direction, metric_label
 
 __all__ = [
@@ -111,37 +129,117 @@ def _panels(
     return fig, axes
 
 
-def _legend(fig: Figure, ax: Axes, n: int) -> None:
-    """Legend right of ``ax`` with every labelled line of the figure (once per label)."""
-    if n == 0:
-        return
-    handles: dict[str, Any] = {}
-    for a in fig.axes:
-        for line in a.get_lines():
-            label = str(line.get_label())
-            if not label.startswith("_"):
-                handles.setdefault(label, line)
-    ax.legend(
-        list(handles.values()),
-        list(handles),
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        fontsize=7,
-        ncol=1 if n <= 14 else 2,
-        frameon=False,
-    )
+def _suptitle(fig: Figure, text: str, fontsize: float = 10.0) -> None:
+    """The figure title, wrapped onto more lines where it is wider than the figure."""
+    width = fig.get_size_inches()[0] - 0.2
+    chars = max(20, int(width * 72.0 / (0.6 * fontsize)))
+    wrapped = "\n".join(textwrap.wrap(text, chars))
+    if fig.get_layout_engine() is not None:  # the layout engine places the title
+        fig.suptitle(wrapped, fontsize=fontsize)
+    else:  # fixed margins: hang it from the top edge, whatever the figure's height
+        top = 1.0 - 0.08 / fig.get_size_inches()[1]
+        fig.suptitle(wrapped, fontsize=fontsize, y=top, va="top")
+
+
+def _panel_title(ax: Axes, text: str, width: float, fontsize: float = 8.5, **kw: Any) -> None:
+    """A panel title that fits ``width`` inches: a smaller font, then shortened with "…"."""
+    fit = width * 72.0 / (0.6 * max(len(text), 1))
+    size = max(6.0, min(fontsize, fit))
+    chars = int(width * 72.0 / (0.6 * size))
+    if len(text) > chars:
+        head = (chars - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (chars - 1 - head) :]
+    ax.set_title(text, fontsize=size, pad=2, **kw)
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["error"].isna() & np.isfinite(frame["value"].to_numpy(dtype=float))]
 
 
-# ---------------------------------------------------------------------- AUROC vs level
-def level_curves_figure(results: pd.DataFrame, metric: str = "auroc") -> Figure | None:
-    """AUROC (``metric``) vs semantic level, one line per detector.
+# ---------------------------------------------------------------------- highlighted lines
+#: Up to this many detectors every line is coloured; beyond, only the highlighted few.
+MAX_COLORED = 8
 
-    Panels: the graded grid's semantic level means (``<metric>.level_mean``) and the OSR splits
-    (easy < medium < hard), whichever are present. None when neither is.
+
+def line_plan(
+    detectors: Sequence[str],
+    summary: Mapping[str, float],
+    direction: str,
+    *,
+    max_colored: int = MAX_COLORED,
+    what: str = "mean",
+) -> dict[str, tuple[str, str, str]]:
+    """The coloured detectors of a line figure: detector -> (colour, legend label, line style).
+
+    Up to ``max_colored`` detectors all are coloured and labelled by name; beyond, only the
+    reference (MSP) and the two best and two worst by ``summary`` (:func:`pick_highlights`),
+    labelled with their role and ``what`` value x100, the worst dashed. Detectors left out are
+    drawn grey.
+    """
+    if len(detectors) <= max_colored:
+        return {d: (c, d, "-") for d, c in highlight_colors(detectors).items()}
+    roles = pick_highlights({d: summary.get(d, math.nan) for d in detectors}, direction)
+    colors = highlight_colors(list(roles))
+    return {
+        d: (
+            colors[d],
+            f"{d} ({role}, {what} {100.0 * summary.get(d, math.nan):.1f})",
+            "--" if role == "worst" else "-",
+        )
+        for d, role in roles.items()
+    }
+
+
+def _plot_line(
+    ax: Axes,
+    x: ArrayLike,
+    y: ArrayLike,
+    d: str,
+    plan: Mapping[str, tuple[str, str, str]],
+    **kw: Any,
+) -> None:
+    """One detector's line: coloured and labelled when in ``plan``, else thin grey, below."""
+    if d in plan:
+        color, label, style = plan[d]
+        ax.plot(x, y, style, color=color, linewidth=1.6, zorder=3, label=label, **kw)
+    else:
+        kw.pop("marker", None)
+        ax.plot(x, y, "-", color=GREY, linewidth=0.8, zorder=1, label=f"_{d}", **kw)
+
+
+def _plan_legend(fig: Figure, plan: Mapping[str, tuple[str, str, str]], n_detectors: int) -> None:
+    """A legend under the panels: the coloured detectors, then one grey entry for the rest."""
+    handles = [
+        Line2D([], [], color=c, linewidth=1.6, linestyle=ls)  # type: ignore[arg-type]
+        for c, _, ls in plan.values()
+    ]
+    labels = [lbl for _, lbl, _ in plan.values()]
+    rest = n_detectors - len(plan)
+    if rest > 0:
+        handles.append(Line2D([], [], color=GREY, linewidth=0.8))
+        labels.append(f"{rest} other detector{'s' if rest > 1 else ''}")
+    if handles:
+        ncol = min(len(handles), 3 if max(map(len, labels)) > 18 else 4)
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=7.5)
+
+
+def _mean_by_detector(frames: Iterable[pd.DataFrame]) -> dict[str, float]:
+    both = pd.concat([f[["detector", "value"]] for f in frames], ignore_index=True)
+    means = both.groupby("detector", sort=False)["value"].mean()
+    return {str(d): float(v) for d, v in means.items()}
+
+
+# ---------------------------------------------------------------------- AUROC vs level
+def level_curves_figure(
+    results: pd.DataFrame, metric: str = "auroc", *, max_colored: int = MAX_COLORED
+) -> Figure | None:
+    """AUROC (``metric``) vs semantic shift, one line per detector, smaller shift on the left.
+
+    Panels: the graded grid's semantic level means (``<metric>.level_mean``, level 1 first)
+    and the OSR splits (hard < medium < easy: SSB's Hard bin is the smallest semantic shift),
+    whichever are present. With more than ``max_colored`` detectors only MSP and the two best
+    and two worst by their mean ``metric`` over the figure's points are coloured, the others
+    grey (:func:`line_plan`). None when neither panel has data.
     """
     panels: list[tuple[str, pd.DataFrame, str]] = []
     graded = _ok(results[results["protocol"] == "graded"])
@@ -162,38 +260,36 @@ def level_curves_figure(results: pd.DataFrame, metric: str = "auroc") -> Figure 
         panels.append(("Open-set splits", osr, "_level"))
     if not panels:
         return None
-    detectors = ordered_unique(d for _, f, _ in panels for d in f["detector"])
-    style = detector_colors(detectors)
-    fig = Figure(figsize=(4.2 * len(panels) + 1.8, 3.4), layout="constrained")
+    detectors = [str(d) for d in ordered_unique(d for _, f, _ in panels for d in f["detector"])]
+    summary = _mean_by_detector(f for _, f, _ in panels)
+    plan = line_plan(detectors, summary, metric_direction(metric), max_colored=max_colored)
+    fig = Figure(figsize=(4.0 * len(panels) + 0.6, 4.2), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (title, frame, col) in zip(axes, panels, strict=True):
-        levels = sorted((str(v) for v in ordered_unique(frame[col])), key=level_sort_key)
+        levels = shift_order(frame[col])
         pos = {lvl: k for k, lvl in enumerate(levels)}
-        for d in detectors:
-            sub = frame[frame["detector"] == d]
-            if sub.empty:
+        by_det = {str(d): g for d, g in frame.groupby("detector", sort=False)}
+        for d in sorted(detectors, key=lambda d: d in plan):  # grey first, coloured on top
+            sub = by_det.get(d)
+            if sub is None:
                 continue
             pts = sorted(
                 (pos[str(v)], float(y)) for v, y in zip(sub[col], sub["value"], strict=True)
             )
-            ls, color = style[d]
-            ax.plot(
-                [p[0] for p in pts],
-                [100.0 * p[1] for p in pts],
-                ls,
-                color=color,
-                marker="o",
-                markersize=3,
-                linewidth=1.2,
-                label=d,
-            )
+            x, y = [p[0] for p in pts], [100.0 * p[1] for p in pts]
+            _plot_line(ax, x, y, d, plan, marker="o", markersize=3)
         ax.set_xticks(range(len(levels)), levels)
-        ax.set_xlabel("semantic level" if col == "semantic_level" else "split")
-        ax.set_ylabel(f"{metric_label(metric)} x100")
+        ax.set_xlim(-0.25, len(levels) - 0.75)
+        if col == "semantic_level":
+            ax.set_xlabel("semantic level (smaller → larger shift)", fontsize=8)
+        else:
+            ax.set_xlabel("SSB split (hard = smallest shift)", fontsize=8)
+        ax.set_ylabel(f"{metric_label(metric)} x100", fontsize=8)
+        ax.tick_params(labelsize=8)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-    _legend(fig, axes[-1], len(detectors))
-    fig.suptitle(f"{metric_label(metric)} vs semantic shift level", fontsize=10)
+    _plan_legend(fig, plan, len(detectors))
+    _suptitle(fig, f"{metric_label(metric)} vs semantic shift (smaller → larger)", fontsize=10)
     return fig
 
 
@@ -232,11 +328,17 @@ def grid_heatmap_figures(results: pd.DataFrame, metric: str = "auroc") -> list[F
         vmin, vmax = vmin - 0.01, vmax + 0.01
     name = "viridis" if metric_direction(metric) == "max" else "viridis_r"
     cmap = colormaps[name].with_extremes(bad=_NA_GREY)
+    errs = graded["error"]
+    bad = graded[errs.notna() & ~errs.fillna("").str.startswith("n/a")]
+    failed = {str(d) for d in bad["detector"]}
     figures = []
+    panel = (max(1.6, 0.36 * len(cov) + 0.2), max(1.4, 0.26 * len(sem) + 0.2))
+    size = 7.5 if len(cov) <= 5 else 6.5
     for start in range(0, len(detectors), MAX_PANELS):
         page = detectors[start : start + MAX_PANELS]
         nrows, ncols = _grid_shape(len(page))
-        fig, axes = _panels(nrows, ncols, (1.5, 1.5), left=0.7, right=1.1, share=True)
+        # not shared axes: sharing costs a second per page; the inner tick labels are hidden
+        fig, axes = _panels(nrows, ncols, panel, left=0.75, right=1.15, bottom=0.6)
         image = None
         for k, ax in enumerate(axes.flat):
             if k >= len(page):
@@ -253,43 +355,68 @@ def grid_heatmap_figures(results: pd.DataFrame, metric: str = "auroc") -> list[F
                 aspect="auto",
                 interpolation="nearest",
             )
-            for i, j in zip(*np.nonzero(~np.isfinite(g)), strict=True):
-                ax.add_patch(
-                    Rectangle(
-                        (j - 0.5, i - 0.5),
-                        1,
-                        1,
-                        fill=False,
-                        hatch="///",
-                        edgecolor="#888888",
-                        linewidth=0,
-                    )
-                )
-            errs = graded["error"]
-            failed = graded[
-                (graded["detector"] == d) & errs.notna() & ~errs.fillna("").str.startswith("n/a")
-            ]
-            if not np.isfinite(g).any() and not failed.empty:
+            _annotate_cells(ax, g, (vmin, vmax), cmap, size)
+            if not np.isfinite(g).any() and d in failed:
                 ax.text(0.5, 0.5, "err", transform=ax.transAxes, ha="center", va="center")
-            ax.set_title(d, fontsize=8, pad=2)
-            ax.set_xticks(range(len(cov)), cov, fontsize=6)
-            ax.set_yticks(range(len(sem)), sem, fontsize=6)
-            ax.tick_params(length=2, pad=1)
-            if k % ncols == 0:
-                ax.set_ylabel("semantic", fontsize=7)
-            if k >= len(page) - ncols:
-                ax.set_xlabel("covariate", fontsize=7)
-                ax.xaxis.set_tick_params(labelbottom=True)
+            _panel_title(
+                ax, d, panel[0] * 1.2, 9.0, fontweight="bold" if d == BASELINE_DETECTOR else None
+            )
+            ax.set_xticks(range(len(cov)), cov, fontsize=8)
+            ax.set_yticks(range(len(sem)), sem, fontsize=8)
+            bottom, first = k >= len(page) - ncols, k % ncols == 0
+            ax.tick_params(length=2, pad=1, labelbottom=bottom, labelleft=first)
+            if first:
+                ax.set_ylabel("semantic level", fontsize=8)
+            if bottom:
+                ax.set_xlabel("covariate level", fontsize=8)
         if image is not None:
             w, h = fig.get_size_inches()
-            cax = fig.add_axes((1 - 0.85 / w, 0.5 / h, 0.12 / w, 1 - 1.05 / h))
+            cax = fig.add_axes((1 - 0.85 / w, 0.6 / h, 0.12 / w, 1 - 1.15 / h))
             cbar = fig.colorbar(image, cax=cax)
             cbar.set_label(f"{metric_label(metric)} x100", fontsize=8)
-            cbar.ax.tick_params(labelsize=7)
+            cbar.ax.tick_params(labelsize=7.5)
         part = f" ({start // MAX_PANELS + 1})" if len(detectors) > MAX_PANELS else ""
-        fig.suptitle(f"{metric_label(metric)} per grid cell{part}; grey hatched = N/A", fontsize=10)
+        _suptitle(
+            fig,
+            f"{metric_label(metric)} x100 per grid cell{part}; grey hatched = N/A",
+            fontsize=10,
+        )
         figures.append(fig)
     return figures
+
+
+def _annotate_cells(
+    ax: Axes,
+    g: NDArray[np.float64],
+    limits: tuple[float, float],
+    cmap: Colormap,
+    size: float,
+) -> None:
+    """Write each cell's value x100 into a heatmap, black or white by the cell's lightness;
+    hatch the cells without one (N/A)."""
+    ii, jj = np.nonzero(np.isfinite(g))
+    span = max(limits[1] - limits[0], 1e-12)
+    rgb = cmap(np.clip((g[ii, jj] - limits[0]) / span, 0.0, 1.0))[:, :3].reshape(-1, 3)
+    light = rgb @ np.array([0.299, 0.587, 0.114]) > 0.5
+    clip = TransformedPatchPath(ax.patch)  # one clip path for all (Axes.text makes one each)
+    for i, j, is_light in zip(ii, jj, light, strict=True):
+        t = Text(
+            float(j),
+            float(i),
+            f"{100.0 * float(g[i, j]):.0f}",
+            ha="center",
+            va="center",
+            fontsize=size,
+            color="black" if is_light else "white",
+        )
+        t.set_clip_path(clip)
+        ax.add_artist(t)
+    for i, j in zip(*np.nonzero(~np.isfinite(g)), strict=True):
+        ax.add_patch(
+            Rectangle(
+                (j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#888888", linewidth=0
+            )
+        )
 
 
 # ---------------------------------------------------------------------- histograms
@@ -344,7 +471,7 @@ def score_histogram_figures(
             finite = np.concatenate(parts) if parts else np.empty(0)
             if finite.size == 0:
                 ax.text(0.5, 0.5, "no finite scores", transform=ax.transAxes, ha="center")
-                ax.set_title(d, fontsize=8)
+                _panel_title(ax, d, 1.9 * 1.1, fontsize=8.0)
                 continue
             lo, hi = float(finite.min()), float(finite.max())
             if hi <= lo:
@@ -357,8 +484,8 @@ def score_histogram_figures(
                 if c[d].size:
                     dens, _ = np.histogram(c[d], bins=edges, density=True)
                     ax.stairs(dens, edges, color=cmap(c_k % 10), linewidth=1.0, label=name)
-            ax.set_title(d, fontsize=8, pad=2)
-            ax.tick_params(labelsize=6, length=2, pad=1)
+            _panel_title(ax, d, 1.9 * 1.1, fontsize=8.0)
+            ax.tick_params(labelsize=7, length=2, pad=1)
             ax.set_yticks([])
         handles = [Patch(color="#bbbbbb", label="id_test")] + [
             Patch(edgecolor=cmap(k % 10), fill=False, label=name)
@@ -372,7 +499,7 @@ def score_histogram_figures(
             frameon=False,
         )
         part = f" ({start // MAX_PANELS + 1})" if len(detectors) > MAX_PANELS else ""
-        fig.suptitle(f"Normality scores: ID test vs each set{part}", fontsize=10)
+        _suptitle(fig, f"Normality scores: ID test vs each set{part}", fontsize=10)
         figures.append(fig)
     return figures
 
@@ -487,34 +614,31 @@ def oscr_splits(results: pd.DataFrame) -> dict[str, list[str]]:
     return {k: out[k] for k in sorted(out, key=level_sort_key)}
 
 
-def oscr_figure(run: RunData) -> Figure | None:
+def oscr_figure(run: RunData, *, max_colored: int = MAX_COLORED) -> Figure | None:
     """OSCR curves (CCR vs FPR) per detector, one panel per OSR split, from ``scores/``.
 
-    Known correct = ``label == pred`` on id_test; unknowns = the OOD sets of the split. A
-    detector with non-finite scores on a split is left out of that panel (its error is in the
-    tables).
+    Known correct = ``label == pred`` on id_test; unknowns = the OOD sets of the split. Panels
+    run from the smallest to the largest semantic shift (hard < medium < easy). A detector with
+    non-finite scores on a split is left out of that panel (its error is in the tables). With
+    more than ``max_colored`` detectors only MSP and the two best and two worst by their mean
+    area under the OSCR curve are coloured, the others grey (:func:`line_plan`).
     """
     splits = oscr_splits(run.results)
     if not splits or "id_test" not in run.score_files:
         return None
     splits = {k: [n for n in v if n in run.score_files] for k, v in splits.items()}
-    splits = {k: v for k, v in splits.items() if v}
+    splits = {k: splits[k] for k in shift_order(splits) if splits[k]}
     if not splits:
         return None
     id_frame = run.read_scores("id_test")
     detectors = [c[len("score:") :] for c in _score_columns(id_frame)]
     correct_id = id_frame["label"].to_numpy() == id_frame["pred"].to_numpy()
-    style = detector_colors(detectors)
-    nrows, ncols = _grid_shape(len(splits), max_cols=3)
-    fig = Figure(figsize=(3.6 * ncols + 1.8, 3.3 * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    for k, ax in enumerate(axes.flat):
-        if k >= len(splits):
-            ax.set_axis_off()
-            continue
-        split, names = list(splits.items())[k]
+    curves: dict[str, dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]]] = {}
+    areas: dict[str, list[float]] = {}
+    for split, names in splits.items():
         wanted = [f"score:{d}" for d in detectors]
         ood = pd.concat([run.read_scores(n, wanted) for n in names], ignore_index=True)
+        curves[split] = {}
         for d in detectors:
             col = f"score:{d}"
             if col not in ood.columns:
@@ -524,17 +648,34 @@ def oscr_figure(run: RunData) -> Figure | None:
                 continue
             m = np.r_[np.zeros(len(id_frame), bool), np.ones(len(ood), bool)]
             c = np.r_[correct_id, np.zeros(len(ood), bool)]
-            fpr, ccr = _thin(*oscr_curve(s, m, c))
-            ls, color = style[d]
-            ax.plot(fpr, ccr, ls, color=color, linewidth=1.1, label=d)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("FPR (unknowns accepted)")
-        ax.set_ylabel("CCR")
+            fpr, ccr = oscr_curve(s, m, c)
+            areas.setdefault(d, []).append(float(np.sum(np.diff(fpr) * (ccr[1:] + ccr[:-1]) / 2)))
+            curves[split][d] = _thin(fpr, ccr)
+    summary = {d: float(np.mean(v)) for d, v in areas.items()}
+    plan = line_plan(detectors, summary, "max", max_colored=max_colored, what="OSCR")
+    nrows, ncols = _grid_shape(len(splits), max_cols=3)
+    fig = Figure(figsize=(3.4 * ncols + 0.6, 3.2 * nrows + 1.2), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(splits):
+            ax.set_axis_off()
+            continue
+        split, names = list(splits.items())[k]
+        for d in sorted(curves[split], key=lambda d: d in plan):  # grey first, coloured on top
+            _plot_line(ax, *curves[split][d], d, plan)
+        ax.set_xlim(0, 1.01)
+        ax.set_ylim(0, 1.02)  # a curve at CCR = 1 stays visible
+        ax.set_xlabel("FPR (unknowns accepted)", fontsize=8)
+        ax.set_ylabel("CCR", fontsize=8)
+        ax.tick_params(labelsize=8)
         ax.set_title(f"{split}: {'+'.join(names)}", fontsize=9)
         ax.grid(alpha=0.3)
-    _legend(fig, axes.flat[min(len(splits), ncols) - 1], len(detectors))
-    fig.suptitle("OSCR curves (endpoint = closed-set accuracy)", fontsize=10)
+    _plan_legend(fig, plan, len(detectors))
+    _suptitle(
+        fig,
+        "OSCR curves, smaller → larger semantic shift (endpoint = closed-set accuracy)",
+        fontsize=10,
+    )
     return fig
 
 
@@ -547,35 +688,58 @@ _DECOMP_BARS = (
 
 
 def decomposition_figure(results: pd.DataFrame) -> Figure | None:
-    """Grouped horizontal bars per detector: AUROC of ID, correct ID and incorrect ID vs OOD."""
+    """Per detector (one row each, best ID-vs-OOD AUROC first): the AUROC of all ID, correct ID
+    and incorrect ID test samples vs OOD as three markers joined by a grey span; MSP's label is
+    bold. The legend sits under the axes, clear of the title."""
     rows = _ok(results[(results["protocol"] == "decomposition") & results["detector"].notna()])
     if rows.empty:
         return None
-    detectors = [str(d) for d in ordered_unique(rows["detector"])]
     value = {(str(r.detector), str(r.metric)): float(r.value) for r in rows.itertuples()}
+    detectors = [str(d) for d in ordered_unique(rows["detector"])]
+    first = {d: value.get((d, "auroc"), math.nan) for d in detectors}
+    detectors.sort(key=lambda d: -first[d] if math.isfinite(first[d]) else math.inf)
     n = len(detectors)
-    fig = Figure(figsize=(6.8, 0.32 * n * 1.0 + 1.4), layout="constrained")
+    fig = Figure(figsize=(6.4, 0.2 * n + 1.6), layout="constrained")
     ax = fig.subplots()
-    h = 0.8 / len(_DECOMP_BARS)
-    cmap = colormaps["tab10"]
     y = np.arange(n)
-    for k, (metric, label) in enumerate(_DECOMP_BARS):
-        vals = np.array([value.get((d, metric), np.nan) for d in detectors])
-        ax.barh(y - 0.4 + h * (k + 0.5), 100.0 * vals, height=h, color=cmap(k), label=label)
-    ax.set_yticks(y, detectors, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("AUROC x100")
+    vals = np.array([[value.get((d, m), np.nan) for m, _ in _DECOMP_BARS] for d in detectors])
+    with np.errstate(all="ignore"):
+        lo, hi = np.nanmin(vals, axis=1), np.nanmax(vals, axis=1)
+    ax.hlines(y, 100.0 * lo, 100.0 * hi, color=GREY, linewidth=2.0, zorder=1)
+    markers = ("o", "^", "v")
+    for k, (_metric, label) in enumerate(_DECOMP_BARS):
+        ax.plot(
+            100.0 * vals[:, k],
+            y,
+            markers[k],
+            color=HIGHLIGHT_COLORS[k],
+            markersize=4.5,
+            linestyle="none",
+            zorder=3,
+            label=label,
+        )
+    ax.set_yticks(y, detectors, fontsize=7.5)
+    for lbl in ax.get_yticklabels():
+        if lbl.get_text() == BASELINE_DETECTOR:
+            lbl.set_fontweight("bold")
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlabel("AUROC x100", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
     ax.set_xlim(0, 100)
     ax.axvline(50, color="#888888", linewidth=0.8, linestyle=":")
-    fig.legend(loc="outside upper center", ncol=3, fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)
-    fig.suptitle("AUROC decomposition (ImageNet-OOD eq. 2)", fontsize=10)
+    ax.grid(axis="y", alpha=0.15)
+    fig.legend(loc="outside lower center", ncol=3, fontsize=7.5)
+    _suptitle(fig, "AUROC decomposition (ImageNet-OOD eq. 2), best detector first", fontsize=10)
     return fig
 
 
 # ---------------------------------------------------------------------- sanity
 def sanity_figure(results: pd.DataFrame, delta: float = 0.05) -> Figure | None:
     """AUROC with CI per detector, one panel per set, one marker per random model (seed).
+
+    Panels follow :func:`~semshift.report.figure_style.shift_order` (SSB splits hard < medium
+    < easy); the seeds' legend sits under the panels.
 
     The grey band is 0.5 +- ``delta``; detectors the runner flagged have red labels.
     """
@@ -584,7 +748,7 @@ def sanity_figure(results: pd.DataFrame, delta: float = 0.05) -> Figure | None:
     if au.empty:
         return None
     detectors = [str(d) for d in ordered_unique(rows["detector"])]
-    sets = sorted((str(s) for s in ordered_unique(au["set"])), key=level_sort_key)
+    sets = shift_order(au["set"])
     seeds = sorted((str(s) for s in ordered_unique(au["split"])), key=level_sort_key)
     flag_rows = _ok(rows[rows["metric"] == "flagged"])
     flagged = {
@@ -637,8 +801,13 @@ def sanity_figure(results: pd.DataFrame, delta: float = 0.05) -> Figure | None:
         ax.set_title(s, fontsize=9)
         ax.set_xlabel("AUROC")
         ax.grid(axis="x", alpha=0.3)
-    axes.flat[0].legend(fontsize=7, loc="lower left", frameon=False)
-    fig.suptitle(
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(
+            handles, labels, loc="outside lower center", ncol=min(len(handles), 6), fontsize=7.5
+        )
+    _suptitle(
+        fig,
         f"Random-model sanity check: AUROC with CI; band 0.5 ± {delta:g}; red = flagged",
         fontsize=10,
     )
@@ -694,7 +863,8 @@ def search_sensitivity_figures(sensitivity: pd.DataFrame) -> list[Figure]:
             ax.set_title(title, fontsize=7, pad=2)
             if k % ncols == 0:
                 ax.set_ylabel(metric_label(objective), fontsize=7)
-        fig.suptitle(
+        _suptitle(
+            fig,
             f"Hyperparameter sensitivity on validation data ({metric_label(objective)})",
             fontsize=10,
         )

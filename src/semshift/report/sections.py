@@ -169,9 +169,11 @@ def osr_section(ctx: SectionContext) -> list[Block]:
             "level_curves",
             figs.timed("level_curves", lambda: F.level_curves_figure(res)),
             "AUROC vs semantic level per detector",
-            "AUROC x100 vs semantic shift level (OSR splits easy < medium < hard"
+            "AUROC x100 vs semantic shift, smaller shift on the left (OSR splits "
+            "hard < medium < easy: SSB's Hard bin is the smallest shift"
             + ("; graded grid level means" if "graded" in ctx.present else "")
-            + "), one line per detector.",
+            + "), one line per detector. With more than 8 detectors MSP and the two best and "
+            "two worst by mean AUROC are coloured (worst dashed), the others grey.",
         ),
     )
     _add(
@@ -181,8 +183,10 @@ def osr_section(ctx: SectionContext) -> list[Block]:
             figs.timed("oscr", lambda: F.oscr_figure(run)),
             "OSCR curves per detector and split",
             "Correct classification rate vs false positive rate, computed from scores/: "
-            "known correct = label == pred on id_test. Each curve ends at the closed-set "
-            "accuracy.",
+            "known correct = label == pred on id_test; one panel per split, smaller semantic "
+            "shift first (hard < medium < easy). Each curve ends at the closed-set accuracy. "
+            "With more than 8 detectors MSP and the two best and two worst by mean area under "
+            "the curve are coloured (worst dashed), the others grey.",
         ),
     )
     return blocks
@@ -203,8 +207,9 @@ def decomposition_section(ctx: SectionContext) -> list[Block]:
             "decomposition",
             figs.timed("decomposition", lambda: F.decomposition_figure(res)),
             "AUROC decomposition bars per detector",
-            "AUROC of all ID, correctly classified ID and misclassified ID test samples "
-            "against the pooled OOD.",
+            "AUROC of all ID (circle), correctly classified ID (up triangle) and misclassified "
+            "ID (down triangle) test samples against the pooled OOD; one row per detector, "
+            "highest all-ID AUROC first.",
         ),
     )
     return blocks
@@ -237,8 +242,9 @@ def _graded_metric_blocks(ctx: SectionContext, metric: str) -> list[Block]:
                 f"grid_{_safe(metric)}{suffix}",
                 fig,
                 f"{T.metric_label(metric)} heatmaps per detector",
-                f"{T.metric_label(metric)} per grid cell (rows: semantic level, columns: "
-                "covariate level); grey hatched cells are N/A (too few OOD samples).",
+                f"{T.metric_label(metric)} x100 per grid cell, written in each cell (rows: "
+                "semantic level, growing upwards; columns: covariate level, growing to the "
+                "right); grey hatched cells are N/A (too few OOD samples).",
             ),
         )
     return blocks
@@ -257,7 +263,9 @@ def graded_section(ctx: SectionContext) -> list[Block]:
                 "level_curves",
                 figs.timed("level_curves", lambda: F.level_curves_figure(res)),
                 "AUROC vs semantic level per detector",
-                "AUROC x100 vs semantic level (mean over covariate levels), one line per detector.",
+                "AUROC x100 vs semantic level (mean over covariate levels), smaller shift on the "
+                "left, one line per detector. With more than 8 detectors MSP and the two best "
+                "and two worst by mean AUROC are coloured (worst dashed), the others grey.",
             ),
         )
     return blocks
