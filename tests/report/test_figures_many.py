@@ -373,3 +373,20 @@ def test_figures_are_deterministic(many: RunData) -> None:
 
     assert png(F.level_curves_figure(many.results)) == png(F.level_curves_figure(many.results))
     assert png(F.oscr_figure(many)) == png(F.oscr_figure(many))
+
+
+def test_the_sanity_figure_draws_an_interval_that_misses_its_value():
+    """A percentile interval from few resamples need not contain the point value: no negative
+    error bar (matplotlib refuses them), the bar runs from the value to each bound."""
+    import pandas as pd
+
+    from semshift.report.figures import sanity_figure
+
+    rows = pd.DataFrame({
+        "protocol": "sanity", "set": "ood", "split": ["seed0", "seed1"], "detector": "msp",
+        "metric": "auroc", "value": [0.50, 0.62], "ci_low": [0.52, 0.55], "ci_high": [0.60, 0.61],
+        "error": None, "semantic_level": None, "covariate_level": None,
+    })  # fmt: skip
+    fig = sanity_figure(rows)
+    assert fig is not None
+    fig.canvas.draw()

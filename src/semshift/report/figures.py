@@ -779,7 +779,10 @@ def sanity_figure(results: pd.DataFrame, delta: float = 0.05) -> Figure | None:
             lo = ss["ci_low"].to_numpy(dtype=float)
             hi = ss["ci_high"].to_numpy(dtype=float)
             has = np.isfinite(lo) & np.isfinite(hi)
-            err = np.vstack([np.where(has, x - lo, 0.0), np.where(has, hi - x, 0.0)])
+            # a percentile interval need not contain the point value (few resamples): the bar
+            # is drawn from the value to each bound, never a negative length
+            err = np.vstack([np.where(has, np.maximum(x - lo, 0.0), 0.0),
+                             np.where(has, np.maximum(hi - x, 0.0), 0.0)])  # fmt: skip
             ax.errorbar(
                 x,
                 y,

@@ -1,7 +1,11 @@
-"""``report.html``: one self-contained file (inline CSS, figures as base64 data URIs).
+"""``report.html``: one self-contained file (inline CSS and script, figures as base64 data URIs).
 
-No scripts, external style sheets, fonts or network requests: the file opens offline and can
-be mailed as it is.
+No external scripts, style sheets, fonts or network requests: the file opens offline and can
+be mailed as it is. Tables are sortable and filterable (:mod:`semshift.report.interactive`),
+the level-curve and OSCR figures are interactive charts with their PNG kept beside them
+(:mod:`semshift.report.interactive_charts`): the vendored libraries and their wiring are
+inlined once, at the end of the body. Without JavaScript the page reads as plain tables and
+PNGs.
 """
 
 from __future__ import annotations
@@ -11,13 +15,21 @@ import html
 
 from semshift.report.blocks import FigureRef, Paragraph, Report
 from semshift.report.gallery import Gallery, Thumbnail
+from semshift.report.interactive import (
+    TABLE_CSS,
+    chart_css,
+    interactive_table_html,
+    page_script,
+)
+from semshift.report.interactive_charts import chart_html, chart_json
 from semshift.report.tables import Table
 
 __all__ = ["gallery_html", "render_html", "thumbnail_html"]
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
-       max-width: 1200px; padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
+       max-width: 1400px; padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
+p, ul.items { max-width: 75rem; }
 h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; border-bottom: 1px solid #ddd;
      padding-bottom: .2rem; margin-top: 2.2rem; }
 nav a { margin-right: .8rem; }
@@ -52,12 +64,26 @@ def _paragraph(p: Paragraph) -> str:
     return out + "\n"
 
 
-def _figure(f: FigureRef) -> str:
+def _figure(f: FigureRef) -> tuple[str, bool]:
+    """The figure's HTML, and whether it holds an interactive chart.
+
+    A figure with a chart (:func:`~semshift.report.interactive_charts.chart_json`) keeps its
+    PNG in a ``<details>`` (open until the page's script has drawn the chart).
+    """
     data = base64.b64encode(f.path.read_bytes()).decode("ascii")
+    img = f'<img src="data:image/png;base64,{data}" alt="{html.escape(f.alt, quote=True)}">'
+    caption = f"<figcaption>{html.escape(f.caption)}</figcaption></figure>\n"
+    chart = chart_json(f.path)
+    if chart is None:
+        return f'<figure class="plot">{img}{caption}', False
     return (
-        '<figure class="plot">'
-        f'<img src="data:image/png;base64,{data}" alt="{html.escape(f.alt, quote=True)}">'
-        f"<figcaption>{html.escape(f.caption)}</figcaption></figure>\n"
+        '<figure class="plot interactive">'
+        + chart_html(chart, f.path.stem, f.alt)
+        + '<details class="png" open><summary>Static figure (PNG, as in report.md)</summary>'
+        + img
+        + "</details>"
+        + caption,
+        True,
     )
 
 
@@ -91,6 +117,8 @@ def gallery_html(g: Gallery) -> str:
 def render_html(report: Report) -> str:
     """The whole report as one HTML document with its figures embedded."""
     esc = html.escape
+    body, has_table, has_chart = _body(report)
+    css = _CSS + TABLE_CSS + (chart_css() if has_chart else "")
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -98,7 +126,7 @@ def render_html(report: Report) -> str:
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(report.title)}</title>",
-        f"<style>{_CSS}</style>",
+        f"<style>{css}</style>",
         "</head>",
         "<body>",
         f"<h1>{esc(report.title)}</h1>",
@@ -106,19 +134,33 @@ def render_html(report: Report) -> str:
         "<nav>"
         + "".join(f'<a href="#{s.key}">{esc(s.title)}</a>' for s in report.sections)
         + "</nav>",
+        *body,
     ]
+    if has_table or has_chart:
+        out.append(page_script(tables=has_table, charts=has_chart))
+    out += ["</body>", "</html>"]
+    return "\n".join(out) + "\n"
+
+
+def _body(report: Report) -> tuple[list[str], bool, bool]:
+    """The sections' HTML; whether any table, any chart was written."""
+    esc = html.escape
+    out: list[str] = []
+    has_table = has_chart = False
     for sec in report.sections:
         out.append(f'<section id="{esc(sec.key)}">')
         out.append(f"<h2>{esc(sec.title)}</h2>")
         for block in sec.blocks:
             if isinstance(block, Table):
-                out.append(block.to_html())
+                out.append(interactive_table_html(block))
+                has_table = True
             elif isinstance(block, FigureRef):
-                out.append(_figure(block))
+                text, chart = _figure(block)
+                out.append(text)
+                has_chart = has_chart or chart
             elif isinstance(block, Gallery):
                 out.append(gallery_html(block))
             else:
                 out.append(_paragraph(block))
         out.append("</section>")
-    out += ["</body>", "</html>"]
-    return "\n".join(out) + "\n"
+    return out, has_table, has_chart
