@@ -226,6 +226,14 @@ def test_open_clip_zero_shot_head(clip):
     _check_adapter(clip, x, reference=lambda t: clip(t)[0])
 
 
+def test_open_clip_text_batches_give_the_one_batch_embeddings_without_autograd(clip):
+    """encode_text runs in batches under inference mode (memory: one batch, no autograd
+    graph): the same embeddings as one batch of every text."""
+    texts = [f"a photo of a {w}." for w in ("cat", "dog", "owl", "bird", "fish", "ant", "bee")]
+    whole = clip.encode_text(texts, batch_size=len(texts))
+    np.testing.assert_allclose(clip.encode_text(texts, batch_size=2), whole, atol=1e-6)
+
+
 def test_open_clip_text_encoder_and_scorer(clip, images):
     from semshift.splits.superclass import ImageTextScorer, TextEncoder
 

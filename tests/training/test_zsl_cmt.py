@@ -276,3 +276,47 @@ def test_fits_are_bitwise_repeatable_and_seeded(cls):
     c = cls(epochs=3, batch_size=16, seed=2).fit(X, y, S).decision_function(X, C)
     assert np.array_equal(a, b)
     assert not np.allclose(a, c)
+
+
+def _released_map_training_cost(W, b, imgs, targets, lam, beta=0.0, sparsity_param=0.05):
+    """A literal port of the released CMT cost, github.com/mganjoo/zslearning
+    ``costFunctions/mapTrainingCost.m`` at commit ea66712433cbd8788558607c8672e4b4be5aff0c
+    (MATLAB layout: columns are images; W{1} (h, d), W{2} (a, h); params.f = tanh)."""
+    num_images = imgs.shape[1]
+    a2 = np.tanh(W[0] @ imgs + b[0][:, None])
+    h = W[1] @ a2 + b[1][:, None]
+    w = targets
+    rho = (a2.sum(axis=1) / num_images + 1) / 2
+    reg = (
+        0.5 * lam * ((W[0] ** 2).sum() + (W[1] ** 2).sum() + (b[0] ** 2).sum() + (b[1] ** 2).sum())
+    )
+    kl = sparsity_param * np.log(sparsity_param / rho)
+    kl = kl + (1 - sparsity_param) * np.log((1 - sparsity_param) / (1 - rho))
+    sparsity = beta * np.sum(kl)
+    cost = 0.5 * (1 / num_images * ((w - h) ** 2).sum()) + sparsity + reg
+    del3 = h - w
+    mult = beta * (-(sparsity_param / rho) + (1 - sparsity_param) / (1 - rho))
+    del2 = (W[1].T @ del3 + (mult * 0.5)[:, None]) * (1 - a2**2)
+    grad_w2 = del3 @ a2.T / num_images + lam * W[1]
+    grad_w1 = del2 @ imgs.T / num_images + lam * W[0]
+    return cost, grad_w1, grad_w2
+
+
+def test_mapping_loss_agrees_with_the_released_cost_function():
+    """Without the released code's sparsity term (beta = 0; the paper has none) and with zero
+    biases (the released code also penalises the biases, semshift does not), the objective and
+    the weight gradients are the released mapTrainingCost.m's, to 1e-12."""
+    from semshift.training.zsl.cmt import mapping_loss
+
+    rng = np.random.default_rng(0)
+    n, d, h, a = 30, 7, 5, 4
+    X, T = rng.normal(size=(n, d)), rng.normal(size=(n, a))
+    W1, W2 = rng.normal(size=(d, h)) * 0.3, rng.normal(size=(h, a)) * 0.3
+    zeros = {"b1": np.zeros(h), "b2": np.zeros(a)}
+    loss, grad = mapping_loss({"W1": W1, "W2": W2, **zeros}, X, T, lam=1e-2)
+    cost, g1, g2 = _released_map_training_cost(
+        [W1.T, W2.T], [np.zeros(h), np.zeros(a)], X.T, T.T, lam=1e-2
+    )
+    assert loss == pytest.approx(cost, rel=1e-12)
+    np.testing.assert_allclose(grad["W1"], g1.T, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grad["W2"], g2.T, rtol=1e-12, atol=1e-14)

@@ -521,11 +521,17 @@ class OpenClipAdapter(ModelAdapter):
         emb = self._m.encode_text(tokens)
         return nn.functional.normalize(emb.float(), dim=-1)
 
-    def encode_text(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """L2-normalised text embeddings, (len(texts), E) float32."""
+    def encode_text(self, texts: Sequence[str], batch_size: int = 256) -> NDArray[np.float32]:
+        """L2-normalised text embeddings, (len(texts), E) float32: ``batch_size`` texts at a
+        time, without autograd (memory: one batch's activations, not every text's graph)."""
         if len(texts) == 0:
             return np.zeros((0, self.embed_dim), np.float32)
-        return self._text(texts).cpu().numpy().astype(np.float32)
+        out = np.empty((len(texts), self.embed_dim), dtype=np.float32)
+        with torch.inference_mode():
+            for lo in range(0, len(texts), batch_size):
+                part = self._text(texts[lo : lo + batch_size])
+                out[lo : lo + len(part)] = part.cpu().numpy()
+        return out
 
     encode = encode_text  # the TextEncoder protocol
 
