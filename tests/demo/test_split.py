@@ -53,7 +53,8 @@ def test_sets_carry_bins_and_semantic_levels(tiny_demo):
         s = tiny_demo.sets[f"ood_{b}"]
         assert (s.role, s.split, s.semantic_level) == ("ood", b, level)
         assert s.n_images == len(s.classes) * tiny_demo.params.n_ood
-        files = sorted(p.name for p in s.path.iterdir())
-        assert len(files) == s.n_images and all(p.endswith(".png") for p in files)
-        assert {f.split("_")[0] for f in files} == set(s.classes)
+        # class folders of the open-set characters (their true class kept; label -1 in a run)
+        files = sorted(s.path.glob("*/*.png"))
+        assert len(files) == s.n_images and len(list(s.path.iterdir())) == len(s.classes)
+        assert {f.parent.name for f in files} == set(s.classes)
     assert BINS == {"hard": 1, "medium": 2, "easy": 3}
