@@ -131,8 +131,11 @@ def test_small_demo_runs_offline_end_to_end_then_from_cache(tmp_path):
     wanted = set(list_detectors(level="post_hoc")) | set(DEMO_MODEL_LEVEL)
     assert detectors == wanted - skipped
     html = (run_dir / "report.html").read_text()
+    # every figure embedded: as a plain figure, or kept under its interactive chart
     figures = html.count('<figure class="plot"><img src="data:image/png;base64,')
-    assert figures == len(list((run_dir / "figures").glob("*.png")))
+    charts = html.count('<figure class="plot interactive">')
+    assert charts >= 2  # the level curves and the OSCR curves
+    assert figures + charts == len(list((run_dir / "figures").glob("*.png")))
     # the operating point's gallery: thumbnails with captions, the report under 10 MB
     assert "operating_point" in protocols
     assert html.count('<figure class="thumb">') > 0

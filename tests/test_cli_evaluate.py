@@ -146,7 +146,9 @@ def test_evaluate_operating_point(stores, tmp_path, semshift):
     op = table[table["protocol"] == "operating_point"]
     thr = op[op["metric"] == "threshold"]
     assert thr["split"].item().startswith("id_test half")  # no --val: half of id_test
-    assert set(op["metric"]) == {"threshold", "rejection_rate", "accepted_wrong_rate"}
+    assert set(op["metric"]) == {
+        "threshold", "rejection_rate", "accepted_wrong_rate", "correct_rejection_rate",
+    }  # fmt: skip
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["protocols"]["operating_point"] == {"recall": 0.9}
     bad = semshift(*args, "--operating-point", "1.5")

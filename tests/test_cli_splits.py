@@ -27,6 +27,7 @@ COMMAND_ONLY = {
     "zsl": {"out", "taxonomy"},
     "superclass": {"out", "taxonomy"},
     "graded": {"out"},
+    "sample": {"out", "taxonomy"},
 }
 MODEL_ONLY = {
     "ssb": {"gap_bins"},
@@ -34,6 +35,7 @@ MODEL_ONLY = {
     "zsl": set(),
     "superclass": {"nodes", "allow_empty"},
     "graded": {"sem_distances", "cov_distances"},
+    "sample": set(),
 }
 #: defaults that differ on purpose: None on the command means the model's default (said in the
 #: option's help) or, for a seed, the run's seed (0)
@@ -51,6 +53,8 @@ DEPARTURES = {
     ("graded", "id_features"),
     ("graded", "test_features"),
     ("graded", "laid"),
+    ("sample", "sizes"),  # the command's "1000,10000" text is the model's (1000, 10000)
+    ("sample", "pool"),  # None on both; the command resolves imagenet21k-p under WordNet
 }
 
 

@@ -15,7 +15,7 @@ from semshift.splits.ssb import build_ssb_split
 
 
 def test_every_registered_builder_is_a_valid_config_builder():
-    assert set(list_builders()) == {"ssb", "cleaning", "superclass", "graded", "zsl"}
+    assert set(list_builders()) == {"ssb", "cleaning", "superclass", "graded", "zsl", "sample"}
 
 
 def test_a_builder_split_is_built_cached_and_filters_a_set(tmp_path, aircraft_csv):

@@ -12,22 +12,15 @@ import pytest
 import torch
 from torch import nn
 
-from semshift.cli import main
 from semshift.features.models import load_model
 from semshift.training.loop import resolve_config
 from semshift.training.recipe import TrainConfig
 
 from .images import write_class_images
+from .test_cli_train import cli
 
 FAST = ["--epochs", "1", "--batch-size", "8", "--lr", "0.05", "--randaugment", "1", "9"]
 FAST += ["--threads", "1", "--no-progress", "--seed", "4"]
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    got = capsys.readouterr()
-    return int(exc.value.code or 0), got.out, got.err
 
 
 @pytest.fixture(scope="module")

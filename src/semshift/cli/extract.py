@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -206,6 +206,11 @@ def extract_features(
             workers=workers, device=device, groups=groups, corruption=corrupt, scores=dets,
             executor=executor, progress=progress, wait=wait,
         )  # fmt: skip
+    _print_summary(summary, workers)
+
+
+def _print_summary(summary: Any, workers: int) -> None:
+    """The extraction's one line: stored, skipped (why), speed, device and workers."""
     reasons = ", ".join(f"{r}: {c}" for r, c in sorted(summary.skip_reasons.items()))
     console.print(
         f"{summary.out}: {summary.n_stored} of {summary.n_images} images stored in "

@@ -59,6 +59,14 @@ def _fmt(x: object) -> str:
 
 
 _LISTS = _choices.listed(_choices.CLASS_LISTS)
+#: --known and --pool of the builders that rank or draw open-set classes (ssb, sample)
+KnownOption = Annotated[
+    str, typer.Option(help=f"Known classes: shipped list name ({_LISTS}) or file of ids.")
+]
+PoolOption = Annotated[
+    str | None,
+    typer.Option(help="Candidates: shipped list or file (custom taxonomy: default all leaves)."),
+]
 
 
 @splits_app.command("ssb")
@@ -67,15 +75,8 @@ def splits_ssb(
         Path, typer.Option(help="Output directory (split.json, audit.csv, summary.csv).")
     ],
     preset: Annotated[str, typer.Option(help="ssb, nearest, lch-mean or hierarchy.")] = "ssb",
-    known: Annotated[
-        str, typer.Option(help=f"Known classes: shipped list name ({_LISTS}) or file of ids.")
-    ] = "imagenet1k",
-    pool: Annotated[
-        str | None,
-        typer.Option(
-            help="Candidates: shipped list or file (custom taxonomy: default all leaves)."
-        ),
-    ] = None,
+    known: KnownOption = "imagenet1k",
+    pool: PoolOption = None,
     taxonomy: TaxonomyOption = "wordnet",
     graph: Annotated[str | None, typer.Option(help="induced-tree or dag.")] = None,
     measure: Annotated[str | None, typer.Option(help="path, lch, wup or gap.")] = None,
@@ -181,15 +182,8 @@ def splits_sample(
         str, typer.Option(help="Classes per sample, comma-separated (nested samples).")
     ] = "1000,10000",
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
-    known: Annotated[
-        str, typer.Option(help=f"Known classes: shipped list name ({_LISTS}) or file of ids.")
-    ] = "imagenet1k",
-    pool: Annotated[
-        str | None,
-        typer.Option(
-            help="Candidates: shipped list or file (custom taxonomy: default all leaves)."
-        ),
-    ] = None,
+    known: KnownOption = "imagenet1k",
+    pool: PoolOption = None,
     taxonomy: TaxonomyOption = "wordnet",
 ) -> None:
     """Random open-set class samples (bins random_<n>), nested and seeded: the SSB's

@@ -201,6 +201,11 @@ def train_model(
         )  # fmt: skip
     if not dist_env().is_main:
         return  # under torchrun: rank 0 reports the run
+    _print_result(result, cfg, out_dir)
+
+
+def _print_result(result: Any, cfg: Any, out_dir: Path) -> None:
+    """What the training did: the backbone report, then one line (epochs, loss, weights)."""
     if result.backbone is not None:
         console.print(result.backbone.summary(), markup=False)
     last = result.history[-1]

@@ -364,26 +364,37 @@ def operating_point(
         t = threshold_at_recall(c, r)
         rows.append({**thr_key, "value": t, "ci_low": thr_lo[d], "ci_high": thr_hi[d]})
         for k, g in enumerate(groups):
-            x = g.scores[det]
-            if isinstance(x, str):
-                rows += [error_row(error=x, **_rate_key(g, det, m)) for m in _rates_of(g)]
-                continue
-            rates = operating_rates(x, t, correct=~g.wrong)
-            for m, value, lo, hi in (
-                ("rejection_rate", rates.rejection_rate, rej_lo[d, k], rej_hi[d, k]),
-                ("accepted_wrong_rate", rates.accepted_wrong_rate, aw_lo[d, k], aw_hi[d, k]),
-            ):
-                rows.append({**_rate_key(g, det, m), "value": value, "ci_low": lo, "ci_high": hi})
-            if g.n_id:
-                ok = ~g.wrong
-                key = _rate_key(g, det, _CORRECT)
-                if not ok.any():
-                    rows.append(error_row(error="n/a: no correctly classified row", **key))
-                else:
-                    value = float(np.count_nonzero(x[ok] < t) / np.count_nonzero(ok))
-                    rows.append({**key, "value": value, "ci_low": float(cr_lo[d, k]),
-                                 "ci_high": float(cr_hi[d, k])})  # fmt: skip
+            cis = {"rejection_rate": (rej_lo[d, k], rej_hi[d, k]),
+                   "accepted_wrong_rate": (aw_lo[d, k], aw_hi[d, k]),
+                   _CORRECT: (cr_lo[d, k], cr_hi[d, k])}  # fmt: skip
+            rows += _group_rows(g, det, t, cis)
     return results_frame(rows)
+
+
+def _group_rows(
+    g: _Group, det: str, t: float, cis: dict[str, tuple[float, float]]
+) -> list[dict[str, Any]]:
+    """The rate rows of one group and detector at threshold ``t`` (CIs given by metric)."""
+    x = g.scores[det]
+    if isinstance(x, str):
+        return [error_row(error=x, **_rate_key(g, det, m)) for m in _rates_of(g)]
+    rates = operating_rates(x, t, correct=~g.wrong)
+    values = {"rejection_rate": rates.rejection_rate,
+              "accepted_wrong_rate": rates.accepted_wrong_rate}  # fmt: skip
+    rows = [
+        {**_rate_key(g, det, m), "value": v, "ci_low": cis[m][0], "ci_high": cis[m][1]}
+        for m, v in values.items()
+    ]
+    if g.n_id:
+        ok = ~g.wrong
+        key = _rate_key(g, det, _CORRECT)
+        if not ok.any():
+            rows.append(error_row(error="n/a: no correctly classified row", **key))
+        else:
+            value = float(np.count_nonzero(x[ok] < t) / np.count_nonzero(ok))
+            lo, hi = cis[_CORRECT]
+            rows.append({**key, "value": value, "ci_low": float(lo), "ci_high": float(hi)})
+    return rows
 
 
 def _calibration(
