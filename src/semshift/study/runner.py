@@ -17,9 +17,7 @@ Files under the study's ``output``:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -187,21 +185,6 @@ def _numbers_of(settings: Mapping[str, tuple[str, str]]) -> pd.DataFrame | None:
     return pd.concat([published_numbers(p) for p in papers], ignore_index=True)
 
 
-def _prewarm_report() -> threading.Thread:
-    """Import the report's modules (matplotlib above all: most of the report's fixed cost) in a
-    background thread while the cells run, so a study of short cells does not pay it at the
-    end. Imports only: nothing is drawn or written, and the numbers do not depend on it."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):  # the report stage imports it again and reports
-            import semshift.report.figures
-            import semshift.report.study  # noqa: F401
-
-    thread = threading.Thread(target=load, name="semshift-report-imports", daemon=True)
-    thread.start()
-    return thread
-
-
 def run_study(
     study: str | Path | Mapping[str, Any] | Study,
     *,
@@ -243,10 +226,7 @@ def run_study(
         else:
             say(f"{o.cell.name}: FAILED: {o.reason}")
 
-    warm = _prewarm_report() if report else None
     outcomes = run_cells(st, jobs=jobs, executor=executor, force=force, on_done=progress)
-    if warm is not None:
-        warm.join()
     results = collect_results(st, outcomes)
     boot = st.config.run.get("bootstrap", {}) or {}
     parts = summarise_study(
