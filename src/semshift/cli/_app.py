@@ -141,7 +141,7 @@ def _builtin(name: str, help: str) -> typer.Typer:
 splits_app = _builtin("splits", "Build and inspect class splits.")
 taxonomy_app = _builtin("taxonomy", "Query WordNet or a custom hierarchy.")
 benchmark_app = _builtin("benchmark", "The seed papers' benchmarks: list, check the files, run.")
-zsl_app = _builtin("zsl", "Zero-shot learning: the proposed-splits paper's eight methods.")
+zsl_app = _builtin("zsl", "Zero-shot learning: the proposed-splits paper's thirteen methods.")
 store_app = _builtin("store", "Check and repair feature stores.")
 
 
