@@ -25,7 +25,15 @@ COMMAND_ONLY = {
     "ssb": {"out", "taxonomy", "winter21"},
     "cleaning": {"out", "taxonomy", "no_exclude", "all_candidates"},
     "zsl": {"out", "taxonomy"},
-    "superclass": {"out", "taxonomy"},
+    "superclass": {
+        "out",
+        "taxonomy",
+        "images",
+        "score_model",
+        "score_weights",
+        "score_random_init",
+        "max_per_class",
+    },
     "graded": {"out"},
     "sample": {"out", "taxonomy"},
 }

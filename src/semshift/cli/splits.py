@@ -401,10 +401,32 @@ def splits_superclass(
         float | None,
         typer.Option(help="With --scores: percentile above which a sub-class is IID (40)."),
     ] = None,
+    images: Annotated[
+        Path | None,
+        typer.Option(
+            help="Instead of --scores: a folder of sub-class folders (<wnid>/*.JPEG) whose "
+            "images --score-model scores against their super-class name."
+        ),
+    ] = None,
+    score_model: Annotated[
+        str | None, typer.Option(help="With --images: an image-text model, open_clip/<name>.")
+    ] = None,
+    score_weights: Annotated[
+        str | None, typer.Option(help="With --images: the model's local weights or tag.")
+    ] = None,
+    score_random_init: Annotated[
+        bool, typer.Option(help="With --images: random weights (for testing the pipeline).")
+    ] = False,
+    max_per_class: Annotated[
+        int | None, typer.Option(help="With --images: at most this many images per sub-class.")
+    ] = None,
 ) -> None:
     """SOOD super-classes: match names to nodes, gather sub-classes (no images needed); with
-    --scores, the IID / Easy / Hard split of the sub-classes."""
+    --scores (or --images scored by --score-model), the IID / Easy / Hard split of the
+    sub-classes."""
     from semshift.splits.superclass import build_score_split, build_superclasses
+
+    _check_score_options(scores, images, score_model, score_weights, score_random_init)
 
     values: dict[str, Any] = {
         "names": names, "pool": pool, "levels": levels, "min_subclasses": min_subclasses,
@@ -434,6 +456,11 @@ def splits_superclass(
         )
     console.print(table)
     written = "split.json, audit.csv, superclasses.csv"
+    if images is not None:
+        assert score_model is not None
+        scores = _score_images(result, images, score_model, score_weights, score_random_init,
+                               max_per_class, out)  # fmt: skip
+        written += ", scores.csv"
     if scores is not None:
         stage2 = build_score_split(
             result, scores, iqr_factor=p.iqr_factor, easy=p.easy, iid=p.iid, score_over=p.score_over
@@ -452,6 +479,51 @@ def splits_superclass(
         f"{int(t.loc[t.kept, 'subclasses'].sum())} sub-classes | wrote {out}/{written} "
         f"in {time.perf_counter() - t0:.1f} s"
     )
+
+
+def _check_score_options(
+    scores: Path | None,
+    images: Path | None,
+    model: str | None,
+    weights: str | None,
+    random_init: bool,
+) -> None:
+    """--scores or --images with --score-model, checked before any work."""
+    if scores is not None and images is not None:
+        raise SemshiftError("give --scores (a CSV) or --images (scored by --score-model), not both")
+    if images is not None and model is None:
+        raise SemshiftError("--images needs --score-model open_clip/<name>")
+    if model is not None and images is None:
+        raise SemshiftError("--score-model scores --images: give the folder of sub-class folders")
+    if model is not None and not model.startswith("open_clip/"):
+        raise SemshiftError(f"--score-model {model!r}: an image-text model, open_clip/<name>")
+    if model is not None and (weights is None) == (not random_init):
+        raise SemshiftError(
+            "give --score-weights or --score-random-init (semshift never downloads)"
+        )
+
+
+def _score_images(
+    stage1: Any,
+    images: Path,
+    model: str,
+    weights: str | None,
+    random_init: bool,
+    max_per_class: int | None,
+    out: Path,
+) -> Path:
+    """Score the images against their super-class names; ``<out>/scores.csv``."""
+    from semshift.features.models import load_model
+    from semshift.splits.superclass import score_images
+
+    scorer: Any = load_model(model, weights=weights, random_init=random_init)
+    if not callable(getattr(scorer, "score", None)):
+        raise SemshiftError(f"--score-model {model!r} cannot score images against text")
+    frame = score_images(stage1, images, scorer, max_per_class=max_per_class)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "scores.csv"
+    frame.to_csv(path, index=False)
+    return path
 
 
 def _floats(text: str | None, option: str) -> list[float] | None:

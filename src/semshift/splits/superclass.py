@@ -66,6 +66,7 @@ __all__ = [
     "build_superclasses",
     "load_superclass_names",
     "read_scores",
+    "score_images",
     "split_by_scores",
 ]
 
@@ -588,6 +589,71 @@ def read_scores(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{path}, line 1: the header must name the column(s) {', '.join(missing)}")
     frame["line"] = np.arange(2, len(frame) + 2)
     return frame
+
+
+def score_images(
+    stage1: SuperclassResult,
+    images: str | Path,
+    scorer: ImageTextScorer,
+    *,
+    max_per_class: int | None = None,
+) -> pd.DataFrame:
+    """Per-image scores for stage 2, computed: each image of every sub-class of a kept
+    super-class against the bare super-class name (the paper: CLIP similarity).
+
+    Parameters
+    ----------
+    stage1 : SuperclassResult
+        :func:`build_superclasses`'s result.
+    images : path
+        A folder of class folders named by sub-class id (``<images>/<wnid>/*.JPEG``, as
+        ImageNet-21K is laid out); sub-classes without a folder are left unscored.
+    scorer : ImageTextScorer
+        ``score(paths, text)``, e.g. an open_clip model (:mod:`semshift.features.models`).
+    max_per_class : int, optional
+        At most this many images per sub-class (the first in name order).
+
+    Returns
+    -------
+    DataFrame
+        ``superclass``, ``class``, ``path``, ``score``: what :func:`build_score_split` takes,
+        super-classes in stage 1's order and images in name order.
+
+    Raises
+    ------
+    InputError
+        ``images`` is not a folder, or no sub-class of a kept super-class has images there.
+    """
+    from semshift.features.data import IMAGE_EXTENSIONS
+
+    root = Path(images)
+    if not root.is_dir():
+        raise InputError(f"images {root}: not a folder of sub-class folders")
+    kept = stage1.superclasses.loc[stage1.superclasses["kept"], "superclass"].tolist()
+    members = stage1.assignment[stage1.assignment["superclass"].isin(kept)]
+    frames = []
+    for name in kept:
+        paths, classes = [], []
+        for wnid in members.loc[members["superclass"] == name, "wnid"].astype(str):
+            folder = root / wnid
+            if not folder.is_dir():
+                continue
+            found = sorted(
+                p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
+            )[:max_per_class]
+            paths += [str(p) for p in found]
+            classes += [wnid] * len(found)
+        if paths:
+            scores = np.asarray(scorer.score(paths, name), dtype=np.float64)
+            frames.append(pd.DataFrame(
+                {"superclass": name, "class": classes, "path": paths, "score": scores}
+            ))  # fmt: skip
+    if not frames:
+        raise InputError(
+            f"images {root}: no sub-class of a kept super-class has a folder of images there "
+            "(expected <images>/<sub-class id>/*.jpg)"
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 def build_score_split(
