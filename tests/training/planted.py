@@ -52,3 +52,15 @@ def planted(
         },
         source="planted",
     )
+
+
+def linear_classes(
+    seed: int = 0, n_cls: int = 6, d: int = 10, a: int = 5, per: int = 8, noise: float = 0.3
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Small zero-shot data ``(X, y, S)``: ``per`` images of each of ``n_cls`` classes with
+    random embeddings ``S`` (n_cls, a), features ``x = s_y A + noise`` (A random (a, d))."""
+    rng = np.random.default_rng(seed)
+    S = rng.standard_normal((n_cls, a))
+    y = np.repeat(np.arange(n_cls), per)
+    X = S[y] @ rng.standard_normal((a, d)) + noise * rng.standard_normal((y.size, d))
+    return X, y, S

@@ -20,15 +20,11 @@ from semshift.training.zsl.cmt import (
     seen_columns,
 )
 
-from .planted import planted
+from .planted import linear_classes, planted
 
 
 def _small(seed: int = 0, n_cls: int = 5, d: int = 7, a: int = 4, per: int = 6):
-    rng = np.random.default_rng(seed)
-    S = rng.standard_normal((n_cls, a))
-    y = np.repeat(np.arange(n_cls), per)
-    X = S[y] @ rng.standard_normal((a, d)) + 0.3 * rng.standard_normal((y.size, d))
-    return X, y, S
+    return linear_classes(seed, n_cls, d, a, per)
 
 
 def _params(rng: np.random.Generator, d: int, h: int, a: int) -> dict[str, np.ndarray]:

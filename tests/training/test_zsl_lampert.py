@@ -21,6 +21,7 @@ from semshift.training.zsl.lampert import (
     binarise,
     lbfgs,
 )
+from tests.training.planted import linear_classes
 
 METHODS = [DAP, IAP]
 
@@ -36,11 +37,7 @@ def _binary_data(seed: int = 0, n_seen: int = 20, n_unseen: int = 6, a: int = 12
 
 
 def _continuous(seed: int = 0, n_cls: int = 8, a: int = 6, d: int = 12, per: int = 15):
-    rng = np.random.default_rng(seed)
-    S = rng.standard_normal((n_cls, a))
-    y = np.repeat(np.arange(n_cls), per)
-    X = S[y] @ rng.standard_normal((a, d)) + 0.3 * rng.standard_normal((y.size, d))
-    return X, y, S
+    return linear_classes(seed, n_cls, d, a, per)
 
 
 # ---------------------------------------------------------------------- the MAP rule

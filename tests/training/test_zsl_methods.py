@@ -25,16 +25,13 @@ from semshift.training.zsl import (
 )
 from semshift.training.zsl.conse import convex_embedding
 from semshift.training.zsl.sync import phantom_weights
+from tests.training.planted import linear_classes
 
 METHODS = list_zsl_methods()
 
 
 def _small(seed: int = 0, n_cls: int = 6, d: int = 10, a: int = 5, per: int = 8):
-    rng = np.random.default_rng(seed)
-    S = rng.standard_normal((n_cls, a))
-    y = np.repeat(np.arange(n_cls), per)
-    X = S[y] @ rng.standard_normal((a, d)) + 0.3 * rng.standard_normal((y.size, d))
-    return X, y, S
+    return linear_classes(seed, n_cls, d, a, per)
 
 
 # ---------------------------------------------------------------------- registry contract

@@ -219,8 +219,8 @@ class _Names:
             return pd.Series([None] * n, dtype=object)
         ids = pd.Series(class_ids, dtype=object)
         present = [str(c) for c in pd.unique(ids.dropna())]
-        lookup = {c: tax.label(c) for c in present if c in tax}
-        return ids.map(lookup).astype(object).where(ids.map(lookup).notna(), None)
+        names = ids.map({c: tax.label(c) for c in present if c in tax}).astype(object)
+        return names.where(names.notna(), None)
 
     def nearest(self, class_ids: np.ndarray | None) -> tuple[pd.Series, pd.Series]:
         """Nearest known class (by taxonomy path distance) of each row not of a known class."""
