@@ -151,3 +151,23 @@ def test_a_dataset_that_reproduces_ssb_gets_the_published_numbers_beside(study_r
     report = (tmp_path / "p" / "report.md").read_text()
     assert "SSB Table 1" in report and "MLS (published)" in report and "88.3" in report
     assert "colours: ssb as published and ours" in report
+
+
+def test_the_models_of_a_dataset_share_its_decoded_images(study_root, tmp_path, monkeypatch):
+    """Run one after another, the second model's cell reads the first one's decoded images."""
+    import semshift.features.data as data_module
+
+    calls = {"n": 0}
+    real = data_module.load_image
+
+    def load(path):
+        calls["n"] += 1
+        return real(path)
+
+    monkeypatch.setattr(data_module, "load_image", load)
+    d = study_dict(study_root, output=str(tmp_path / "s"), jobs=1)
+    d["models"] = d["models"][:2]
+    result = run_study(load_study(d, base_dir=study_root), report=False)
+    assert [o.status for o in result.outcomes] == ["done", "done"]
+    images = 18 + 15 + 12  # train, test and ood (conftest's study_root)
+    assert calls["n"] == images  # each image decoded once for the two models

@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import torch
 from semshift.detectors import ModelLevelDetector
 from semshift.errors import InputError
 from semshift.features.data import ImageDataset, ImageSource, normalize_batch, parse_preset
+from semshift.features.decoded import active_memo
 from semshift.features.device import resolve_device
 from semshift.features.model_detectors import (
     check_model_detectors,
@@ -365,6 +367,8 @@ def _extract_many(
         models=[t.model for t in targets], source=source, preset=preset, corruption=corruption,
         detectors=detectors, specs=[t.spec for t in targets], const_groups=const_groups, n=n,
         shard_size=shard_size, batch_size=batch_size, workers=workers, amp=use_amp,
+        decoded_key=None if corruption is not None and corr_desc is None else (
+            str(source.root), fingerprint, preset, json.dumps(corr_desc, sort_keys=True)),
     )  # fmt: skip
 
     t0 = time.perf_counter()
@@ -488,6 +492,9 @@ class ShardJob:
     batch_size: int
     workers: int
     amp: bool
+    #: names the decoded images (source, preprocessing, corruption) for
+    #: :func:`semshift.features.decoded.shared_decoding`; None: never shared
+    decoded_key: Hashable | None = None
 
     def shard_rows(self, k: int) -> int:
         return min(self.n, (k + 1) * self.shard_size) - k * self.shard_size
@@ -513,12 +520,19 @@ class ShardJob:
             self.source, self.preset, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), self.corruption,
             normalize=False,
         )  # fmt: skip
-        loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
-            dataset,  # type: ignore[arg-type]
-            batch_sampler=list(_batches(list(shards), self.n, self.shard_size, self.batch_size)),
-            num_workers=self.workers,
-            pin_memory=dev.type == "cuda",
-        )
+        plan = list(_batches(list(shards), self.n, self.shard_size, self.batch_size))
+        memo = active_memo() if self.decoded_key is not None else None
+        key = (self.decoded_key, tuple(map(tuple, plan)))
+        loader: Iterable[Any] | None = None if memo is None else memo.get(key)
+        if loader is None:
+            loader = torch.utils.data.DataLoader(
+                dataset,  # type: ignore[arg-type]
+                batch_sampler=plan,
+                num_workers=self.workers,
+                pin_memory=dev.type == "cuda",
+            )
+            if memo is not None:
+                loader = _recording(loader, memo.recorder(key))
         wanted = [set(shards) if needs is None else set(needs[i]) for i in range(len(writers))]
         try:
             self._loop(loader, writers, wanted, dev, advance)
@@ -574,6 +588,14 @@ class ShardJob:
                         _flush(writers[m], k, accs[m], source, self.const_groups, self.specs[m])
                         accs[m] = _empty(self.specs[m])
                     seen = 0
+
+
+def _recording(loader: Iterable[Any], recorder: Any) -> Iterator[Any]:
+    """``loader``'s batches, kept by ``recorder`` once the last one has been read."""
+    for batch in loader:
+        recorder.add(batch)
+        yield batch
+    recorder.commit()
 
 
 def _refuse_finished(out: Path) -> None:

@@ -6,11 +6,16 @@ own cells. A cell that fails is reported with its one-line reason and the others
 
 Executors:
 
-- ``local`` with ``jobs: 1``: in this process, in order.
+- ``local`` with ``jobs: 1``: in this process, one after another, dataset by dataset: the
+  models of a dataset run one after the other and share its decoded images
+  (:func:`semshift.features.decoded.shared_decoding`: a set is decoded once when it fits the
+  memory budget, an eighth of the memory up to 2 GiB; the features come from identical uint8
+  images, so no number changes).
 - ``local`` with ``jobs: N`` (or ``auto``): ``N`` worker processes (spawned, so no thread pool
   is inherited), each with ``cores / N`` PyTorch threads; the study's ``plugins`` are imported
   in every worker. ``auto`` takes one worker per two cores, no more than the cells, and no more
-  than the memory allows at 4 GiB a worker.
+  than the memory allows at 4 GiB a worker. Each worker shares decoded images between the
+  cells it runs (the budget divided among the workers).
 - ``ray``: one Ray task per cell (1 CPU each) on the cluster at ``ray_address`` (a local Ray
   instance when none is given).
 
@@ -20,12 +25,14 @@ count (the runner's contract), and cells share nothing but read-only inputs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from semshift.features.decoded import default_budget, shared_decoding
 from semshift.study.config import Cell, Study
 
 __all__ = ["CellOutcome", "auto_jobs", "run_cells"]
@@ -89,12 +96,25 @@ def _run_cell(cell: Cell, base_dir: str, force: bool) -> dict[str, Any]:
     }
 
 
-def _init_worker(plugins: Sequence[str], threads: int) -> None:
+def _dataset_major(cells: Sequence[Cell]) -> list[int]:
+    """Cell positions in the order the cells run: dataset by dataset (then seed), so that the
+    models of one dataset follow each other and share its decoded images."""
+    first = {d: k for k, d in reversed(list(enumerate(c.dataset for c in cells)))}
+    return sorted(range(len(cells)), key=lambda k: (first[cells[k].dataset], cells[k].seed, k))
+
+
+#: the worker process's :func:`shared_decoding` context, open for the process's lifetime
+_WORKER_DECODING = contextlib.ExitStack()
+
+
+def _init_worker(plugins: Sequence[str], threads: int, decoded_bytes: int = 0) -> None:
     import importlib
 
     import torch
 
     torch.set_num_threads(max(1, threads))
+    if decoded_bytes > 0:
+        _WORKER_DECODING.enter_context(shared_decoding(decoded_bytes))
     for name in plugins:
         importlib.import_module(name)
 
@@ -152,9 +172,10 @@ def run_cells(
     if how == "ray":
         results = _on_ray(study, todo, base, force, say)
     elif n == 1:
-        for k, cell in enumerate(todo):
-            results[k] = _outcome(cell, _run_cell(cell, base, force))
-            say(results[k])
+        with shared_decoding():
+            for k in _dataset_major(todo):
+                results[k] = _outcome(todo[k], _run_cell(todo[k], base, force))
+                say(results[k])
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -165,9 +186,11 @@ def run_cells(
             max_workers=n,
             mp_context=mp.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(tuple(study.config.plugins), threads),
+            initargs=(tuple(study.config.plugins), threads, default_budget() // n),
         ) as pool:
-            futures = {pool.submit(_run_cell, c, base, force): k for k, c in enumerate(todo)}
+            futures = {
+                pool.submit(_run_cell, todo[k], base, force): k for k in _dataset_major(todo)
+            }
             for fut in as_completed(futures):
                 k = futures[fut]
                 try:
