@@ -183,15 +183,15 @@ def relation_figure(
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     for ax, s in zip(axes, sets, strict=False):
         sub = rows[rows["set_label"] == s]
-        for d, g in sub.groupby("detector", sort=False):
+        grey = sub[~sub["detector"].isin(shown)]
+        if not grey.empty:  # markers only, all alike: one artist for every other detector
+            ax.plot(grey["accuracy"] * 100, grey["value"] * 100, marker=".", ms=3, ls="",
+                    color="#b0b0b0", zorder=1)  # fmt: skip
+        for d, g in sub[sub["detector"].isin(shown)].groupby("detector", sort=False):
             g = g.sort_values("accuracy")
-            if d in colours:
-                style, colour = colours[d]
-                ax.plot(g["accuracy"] * 100, g["value"] * 100, marker="o", ms=4, ls=style,
-                        lw=1, color=colour, label=str(d), zorder=3)  # fmt: skip
-            else:
-                ax.plot(g["accuracy"] * 100, g["value"] * 100, marker=".", ms=3, ls="",
-                        color="#b0b0b0", zorder=1)  # fmt: skip
+            style, colour = colours[d]
+            ax.plot(g["accuracy"] * 100, g["value"] * 100, marker="o", ms=4, ls=style,
+                    lw=1, color=colour, label=str(d), zorder=3)  # fmt: skip
         ax.set_title(s, fontsize=9)
         ax.set_xlabel("closed-set accuracy (%)", fontsize=8)
         ax.set_ylabel(f"{metric_label(metric)} (%)", fontsize=8)
