@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 
-import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from semshift.cli import (  # noqa: F401  (each module registers its commands on the app)
@@ -22,6 +21,8 @@ from semshift.cli import (  # noqa: F401  (each module registers its commands on
     registries,
     runs,
     splits,
+    splits_graded,
+    splits_superclass,
     store,
     study,
     taxonomy,
@@ -125,7 +126,7 @@ def _file_being_written(exc: BaseException, *, guess: bool = False) -> str | Non
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user errors into one line and exit status 2."""
-    command = typer.main.get_command(app)
+    command = app.command_for(sys.argv[1:] if argv is None else argv)
     try:
         code = command.main(args=argv, prog_name="semshift", standalone_mode=False)
     except Exit as exc:

@@ -1,10 +1,10 @@
 """The names options take from a registry, for their ``--help``.
 
-The detector registry is imported with the command anyway (it is cheap), so detector names are
-listed from it. The other registries import pandas, scipy or PyTorch (from 0.2 to 3 s), which
-every ``semshift`` call would pay at start-up; their shipped names are written out here, and
-``tests/test_cli_help.py`` keeps each list equal to its registry (a new name fails there until
-it is added here).
+The registries import NumPy, pandas, SciPy or PyTorch (the detectors alone take 0.5 s), which
+every ``semshift`` call would pay at start-up, ``--help`` included: typer builds every
+command's help when it builds the command. Their shipped names are written out here, and
+``tests/test_cli_help.py`` and ``tests/test_light_commands.py`` keep each list equal to its
+registry (a new name fails there until it is added here).
 
 Plugins still show: :func:`names` lists from the registry itself when it is already imported
 (something registered in this process) or when an installed package has an entry point in its
@@ -47,6 +47,18 @@ CORRUPTIONS = (
 )  # fmt: skip
 #: ``semshift.taxonomy.classlists``: the shipped class lists
 CLASS_LISTS = ("imagenet1k", "imagenet21k-p", "imagenet21k-p-winter21")
+#: ``semshift.detectors``: the post-hoc detectors (fitted and scored on stored features), sorted
+POST_HOC_DETECTORS = (
+    "arpl", "ash_b", "ash_p", "ash_s", "cadref", "caref", "cfood", "dice", "energy", "entropy",
+    "fdbd", "gen", "gmm", "gradnorm", "grood", "klm", "knn", "lts", "mahalanobis", "max_cosine",
+    "mcm", "mls", "msp", "nci", "neco", "nnguide", "openmax", "pnml", "react", "relation",
+    "residual", "rmd", "scale", "she", "temp_scaling", "vim", "vra", "weighted_ebo",
+)  # fmt: skip
+#: ``semshift.detectors``: the model-level detectors (computed during extraction), sorted
+MODEL_DETECTORS = (
+    "adascale_a", "adascale_l", "gradnorm_kl", "gram", "iodin", "mahalanobis_odin", "mc_dropout",
+    "mds_ensemble", "multi_mahalanobis", "nac", "odin", "rankfeat",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,18 @@ _SOURCES = {
         "semshift.training.zsl.registry",
         lambda m: m.list_zsl_methods(),
         "semshift.zsl_methods",
+    ),
+    "detectors": _Source(
+        tuple(sorted(POST_HOC_DETECTORS + MODEL_DETECTORS)),
+        "semshift.detectors",
+        lambda m: m.list_detectors(),
+        "semshift.detectors",
+    ),
+    "model_detectors": _Source(
+        MODEL_DETECTORS,
+        "semshift.detectors",
+        lambda m: m.list_detectors(level="model"),
+        "semshift.detectors",
     ),
     "benchmarks": _Source(
         BENCHMARKS,
@@ -131,7 +155,8 @@ def listed(names: Iterable[str], last: str = "or") -> str:
 
 
 def detectors(level: str | None = None) -> str:
-    """The registered detectors (of one level), listed from the registry."""
-    from semshift.detectors import list_detectors
-
-    return ", ".join(list_detectors(level=level))
+    """The detectors (every one, or the model-level ones: ``level="model"``), plugins included,
+    sorted as the registry lists them."""
+    if level not in (None, "model"):
+        raise ValueError(f"detectors(level=...) takes None or 'model', got {level!r}")
+    return ", ".join(sorted(names("detectors" if level is None else "model_detectors")))

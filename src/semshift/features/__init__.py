@@ -4,7 +4,8 @@ Modules (a reader finds each thing by its file name):
 
 - :mod:`~semshift.features.store`: the feature store (Parquet index, memory-mapped float32 shards,
   head, ``meta.json`` with checksums, skipped-image manifest), selections, blocks,
-  concatenation. Needs only NumPy, pandas and pyarrow; imported here.
+  concatenation. Needs only NumPy, pandas and pyarrow; its names below are imported from here
+  on first use (so ``semshift.features.data`` alone imports no pandas).
 - :mod:`~semshift.features.models`: model adapters (torchvision, timm, open_clip, forward hook),
   the model registry, safe weight loading, seeded Kaiming initialisation.
 - :mod:`~semshift.features.data`: image sources (folder tree, file list) and presets.
@@ -32,14 +33,34 @@ Detectors and metrics take plain arrays; a store selection gives them::
 
 from __future__ import annotations
 
-from semshift.features.store import (
-    FeatureStore,
-    Selection,
-    StoreWriter,
-    concat_stores,
-    open_store,
-    write_store,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from semshift.features.store import (
+        FeatureStore,
+        Selection,
+        StoreWriter,
+        concat_stores,
+        open_store,
+        write_store,
+    )
+
+#: the store's names, imported from :mod:`semshift.features.store` on first use
+_LAZY = ("FeatureStore", "Selection", "StoreWriter", "concat_stores", "open_store", "write_store")
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("semshift.features.store"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
     "FeatureStore",

@@ -51,7 +51,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import ndimage
 
 from semshift.errors import InputError, UnknownNameError
 
@@ -98,6 +97,8 @@ def _disk(radius: int, alias_blur: float) -> F64:
     xx, yy = np.meshgrid(grid, grid)
     disk = ((xx**2 + yy**2) <= radius**2).astype(np.float64)
     disk /= disk.sum()
+    from scipy import ndimage  # here: listing the corruptions imports no SciPy
+
     g = _gauss_1d(ksize, alias_blur)
     # cv2.GaussianBlur with BORDER_REFLECT_101 == scipy "mirror"
     disk = ndimage.correlate1d(disk, g, axis=0, mode="mirror")
@@ -106,6 +107,8 @@ def _disk(radius: int, alias_blur: float) -> F64:
 
 def _defocus_blur(x: F64, s: int, rng: np.random.Generator) -> F64:
     radius, alias = ((3, 0.1), (4, 0.5), (6, 0.5), (8, 0.5), (10, 0.5))[s - 1]
+    from scipy import ndimage
+
     k = _disk(radius, alias)
     out = np.stack(
         [ndimage.correlate(x[..., ch], k, mode="mirror") for ch in range(x.shape[2])], axis=-1
@@ -114,6 +117,8 @@ def _defocus_blur(x: F64, s: int, rng: np.random.Generator) -> F64:
 
 
 def _gaussian_blur(x: F64, s: int, rng: np.random.Generator) -> F64:
+    from scipy import ndimage
+
     c = (1, 2, 3, 4, 6)[s - 1]
     # skimage.filters.gaussian(multichannel=True): sigma per spatial axis, mode "nearest"
     out = ndimage.gaussian_filter(x, sigma=(c, c, 0), mode="nearest", truncate=4.0)

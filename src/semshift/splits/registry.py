@@ -11,8 +11,8 @@ itself where it is defined, with :func:`register_builder` beside a pydantic para
     @register_builder("mine", MyParams, "One line for the docs and `semshift splits` help.")
     def _build_from_params(params: MyParams, ctx: BuildContext) -> SplitManifest: ...
 
-Importing this module registers every builder: ``semshift.splits`` (the package, imported first
-by Python) imports each builder module.
+The registry imports every builder module on its first lookup or listing
+(:func:`semshift.splits.import_builders`), so a lookup sees every builder.
 
 Parameter conventions shared by the builders:
 
@@ -209,8 +209,15 @@ def _adopt(name: str, builder: Any) -> None:
 #: Every split builder, by name; other packages add theirs through the
 #: ``semshift.split_builders`` entry-point group (a module applying :func:`register_builder`, or
 #: a :class:`SplitBuilder`).
+def _load_builders() -> None:
+    """Import the builder modules (each registers its builder), on the first lookup."""
+    from semshift.splits import import_builders
+
+    import_builders()
+
+
 BUILDERS: Registry[SplitBuilder] = Registry(
-    "split builder", entry_points="semshift.split_builders", adopt=_adopt
+    "split builder", entry_points="semshift.split_builders", adopt=_adopt, loader=_load_builders
 )
 
 

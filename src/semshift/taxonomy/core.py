@@ -28,14 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from semshift.errors import TaxonomyFormatError, UnknownNameError, close_matches
 from semshift.taxonomy import graph as g
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Key = str | int | np.integer
 Measure = Literal["path", "lch", "wup"]
@@ -101,9 +103,13 @@ class Taxonomy:
         self.name = name
         self._ids = np.asarray(list(ids), dtype=object)
         n = len(self._ids)
-        self._index = pd.Index(self._ids)
-        if not self._index.is_unique:
-            dup = self._index[self._index.duplicated()][0]
+        # id -> row for one key; many keys go through :attr:`_index` (pandas, imported then)
+        self._row: dict[Any, int] = dict(zip(self._ids.tolist(), range(n), strict=True))
+        if len(self._row) != n:
+            _, first = np.unique(self._ids, return_index=True)
+            again = np.ones(n, dtype=bool)
+            again[first] = False
+            dup = self._ids[np.flatnonzero(again)[0]]
             raise TaxonomyFormatError(f"duplicate node id {dup!r} in taxonomy {name!r}")
         child = np.asarray(edge_child, dtype=np.int64)
         parent = np.asarray(edge_parent, dtype=np.int64)
@@ -154,6 +160,20 @@ class Taxonomy:
         path = " -> ".join(repr(str(self._ids[i])) for i in cycle)
         return f"taxonomy {self.name!r} has a cycle: {path} (child -> parent)"
 
+    @cached_property
+    def _index(self) -> pd.Index:
+        """The ids as a pandas index, for vectorised look-ups of many keys."""
+        import pandas as pd
+
+        return pd.Index(self._ids)
+
+    def _id_row(self, key: object) -> int:
+        """The row of the node whose id is ``key``, or -1."""
+        try:
+            return self._row.get(key, -1)
+        except TypeError:  # unhashable: no id
+            return -1
+
     def _parent_list(self, i: int) -> list[int]:
         return self._parent_idx[self._parent_ptr[i] : self._parent_ptr[i + 1]].tolist()
 
@@ -166,7 +186,7 @@ class Taxonomy:
         # search scans every id, alias and lemma)
         if isinstance(key, (int, np.integer)):
             return 0 <= int(key) < len(self)
-        if self._index.get_indexer([key])[0] >= 0:
+        if self._id_row(key) >= 0:
             return True
         key = str(key)
         return key in self._alias_index or len(self._lemma_index.get(_norm(key), [])) == 1
@@ -253,6 +273,8 @@ class Taxonomy:
 
     def id_rows(self, ids: Sequence[str]) -> NDArray[np.int64]:
         """Row of each node id, ``-1`` for ids this taxonomy lacks (ids only: no aliases/lemmas)."""
+        import pandas as pd
+
         return self._index.get_indexer(pd.Index(list(ids), dtype=object)).astype(np.int64)
 
     def below(self, rows: ArrayLike) -> NDArray[np.int64]:
@@ -297,9 +319,9 @@ class Taxonomy:
             if 0 <= int(key) < len(self):
                 return int(key)
             raise UnknownNameError(f"node index {key} out of range for {len(self)} nodes")
-        pos = self._index.get_indexer([key])[0]
+        pos = self._id_row(key)
         if pos >= 0:
-            return int(pos)
+            return pos
         key = str(key)
         if key in self._alias_index:
             return self._alias_index[key]
@@ -345,6 +367,8 @@ class Taxonomy:
 
     def indices(self, keys: Iterable[Key], *, where: str = "") -> NDArray[np.int64]:
         """Row numbers of many keys (ids resolved in one vectorised look-up)."""
+        import pandas as pd
+
         keys = list(keys)
         pos = self._index.get_indexer(pd.Index(keys, dtype=object)).astype(np.int64)
         for k in np.flatnonzero(pos < 0):
@@ -668,6 +692,8 @@ class Taxonomy:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per edge: child id, parent id, kind."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "child": self._ids[self._edge_child],

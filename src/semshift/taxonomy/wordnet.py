@@ -10,8 +10,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from importlib.resources import files
 
-import pyarrow.parquet as pq
-
 from semshift.taxonomy.core import Taxonomy
 
 __all__ = ["WORDNET_NAME", "wordnet"]
@@ -35,30 +33,37 @@ def wordnet() -> Taxonomy:
     >>> wn.label("n02084071"), wn.alias("n02084071")
     ('dog', 'dog.n.01')
     """
+    # ParquetFile.read and to_pylist: pq.read_table and to_numpy import pandas (0.5 s)
+    import numpy as np
+    import pyarrow.parquet as pq
+
     data = files("semshift.taxonomy") / "data"
     table = str(data / "wordnet30_nouns.parquet")
-    nodes = pq.read_table(table, columns=["wnid", "name", "lemmas"])
-    edges = pq.read_table(str(data / "wordnet30_noun_edges.parquet"))
+    nodes = pq.ParquetFile(table).read(columns=["wnid", "name", "lemmas"])
+    edges = pq.ParquetFile(str(data / "wordnet30_noun_edges.parquet")).read()
     lemmas = nodes.column("lemmas").to_pylist()
+    ints = {c: np.asarray(edges.column(c).to_pylist(), dtype=np.int64) for c in edges.column_names}
 
     def column(name: str) -> Callable[[], list[str]]:
         def load() -> list[str]:
-            col = pq.read_table(table, columns=[name]).column(name)
-            return col.cast("string").to_pylist()
+            # to_pylist gives str of a dictionary column too (a cast imports pyarrow.compute)
+            col = pq.ParquetFile(table).read(columns=[name]).column(name)
+            values: list[str] = col.to_pylist()
+            return values
 
         return load
 
     return Taxonomy(
         nodes.column("wnid").to_pylist(),
-        edges.column("child").to_numpy(),
-        edges.column("parent").to_numpy(),
+        ints["child"],
+        ints["parent"],
         names=[s.split("|", 1)[0].replace("_", " ") for s in lemmas],
         aliases=nodes.column("name").to_pylist(),
         lemmas=lemmas,
         glosses=column("gloss"),
         lexnames=column("lexname"),
         senses=column("senses"),
-        edge_kind=edges.column("kind").to_numpy(),
-        edge_order=edges.column("order").to_numpy(),
+        edge_kind=ints["kind"],
+        edge_order=ints["order"],
         name=WORDNET_NAME,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -92,9 +92,20 @@ class Benchmark:
     build: Callable[..., tuple[BenchmarkSet, ...]]
     needs: str = ""  # what the user must have on disk, in words
     cite: str = ""
+    #: the sets for the default options, built once (the sets are immutable)
+    _default: list[tuple[BenchmarkSet, ...]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     def sets(self, **options: Any) -> tuple[BenchmarkSet, ...]:
         """The benchmark's sets for these options (unknown options raise ``InputError``)."""
+        if not options:
+            if not self._default:
+                self._default.append(self._sets({}))
+            return self._default[0]
+        return self._sets(options)
+
+    def _sets(self, options: Mapping[str, Any]) -> tuple[BenchmarkSet, ...]:
         opts = self._options(options)
         sample = check_sample(opts.pop("sample"), "sample")
         sets = self.build(**opts)

@@ -13,7 +13,7 @@ from semshift.catalog.lists import (
     ssb_imagenet21k_val_files,
 )
 from semshift.errors import InputError, did_you_mean
-from semshift.splits.ssb import ssb_bin_level
+from semshift.splits.levels import ssb_bin_level
 
 from ._base import BenchmarkSet
 from .selections import IMAGENET1K_VAL_IMAGES, _bin_classes

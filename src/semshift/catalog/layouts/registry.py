@@ -28,8 +28,15 @@ def _adopt(name: str, reader: Any) -> None:
 #: Layout name -> reader ``f(root, **params) -> ImageSource`` (a
 #: :class:`semshift.registry.Registry`); other packages add readers through the
 #: ``semshift.layouts`` entry-point group (a module applying :func:`register_layout`, or a reader).
+def _load_benchmark_layouts() -> None:
+    """Import the benchmarks, whose list selections are layouts too (``ssb_split``, ...)."""
+    from semshift.catalog import import_benchmarks
+
+    import_benchmarks()
+
+
 LAYOUTS: Registry[Callable[..., ImageSource]] = Registry(
-    "layout", entry_points="semshift.layouts", adopt=_adopt
+    "layout", entry_points="semshift.layouts", adopt=_adopt, loader=_load_benchmark_layouts
 )
 
 
