@@ -43,6 +43,7 @@ PROTOCOL_SECTIONS = {
     "generalisation": "generalisation",
     "gzsl": "gzsl",
     "zsl": "zero-shot-methods",
+    "distance_regression": "distance-regression",
 }
 
 _ANCHOR = re.compile(r'<a\s+(?:id|name)="([^"]+)"\s*>\s*</a>')

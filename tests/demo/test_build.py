@@ -101,7 +101,8 @@ def test_config_follows_the_design_contract(tiny_demo, tmp_path):
     assert cfg["model"]["name"] == "demo-glyphnet" and cfg["model"]["num_classes"] == 8
     assert cfg["model"]["preset"] == "resize32-crop32"
     assert set(cfg["protocols"]) == {"osr", "newclass_failure", "graded", "sanity",
-                                     "generalisation", "operating_point"}  # fmt: skip
+                                     "generalisation", "operating_point",
+                                     "distance_regression"}  # fmt: skip
     assert cfg["protocols"]["sanity"]["n_models"] == 3
     # every detector; NNGuide's bank (1 % of 128 training images) would be smaller than k = 100
     names = [d if isinstance(d, str) else d["name"] for d in cfg["detectors"]]

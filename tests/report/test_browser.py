@@ -43,7 +43,7 @@ def test_report_renders_in_headless_chromium(
     assert paths.html is not None
     page = browser.check_page(paths.html.resolve().as_uri())
     assert page.console_errors == []
-    assert len(page.images) == len(paths.figures) == 7
+    assert len(page.images) == len(paths.figures) == 11  # 7 + failure views and axis curves
     for img in page.images:
         assert img["complete"] and img["naturalWidth"] > 0 and img["naturalHeight"] > 0, img
         assert img["src"].startswith("data:image/png;base64,")

@@ -53,6 +53,10 @@ def test_every_section_and_figure(written: tuple[Path, object]) -> None:
             "grid_fpr95.png",
             "sanity.png",
             "score_histograms.png",
+            "failure_ranks.png",
+            "correct_incorrect_scores.png",
+            "axis_curves_auroc.png",
+            "axis_curves_fpr95.png",
         ]
     )
     assert sorted(p.name for p in (out / "figures").glob("*.png")) == names

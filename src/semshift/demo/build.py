@@ -496,6 +496,11 @@ class DemoData:
             "protocols": {
                 "osr": {},
                 "newclass_failure": {},
+                "distance_regression": {
+                    "covariate": [f"font_{fam}" for fam in self.params.font_families],
+                    "semantic": list(BINS),
+                    "n_bins": 20,
+                },
                 "graded": {"min_count": 10, "metrics": ["auroc", "fpr95", "aupr_in"]},
                 "sanity": {"n_models": int(n_models), "delta": float(delta)},
                 "generalisation": {},

@@ -112,6 +112,11 @@ class ProtocolInputs:
         Confidence-interval settings shared by every protocol.
     seed : int
         The run's seed.
+    features : mapping of str to callable
+        Set name (``id_train`` and every scored set) -> a loader of the model's feature rows
+        of that set, ``() -> ndarray (n, d)``, row for row as the set's scores; read only by
+        the protocols that use features (the distance regression). Empty where the caller has
+        no stores (``semshift evaluate`` on score files).
     """
 
     id_test: ScoredSet
@@ -121,6 +126,7 @@ class ProtocolInputs:
     metrics: tuple[str, ...] = DEFAULT_METRICS
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
     seed: int = 0
+    features: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
 
 
 C = TypeVar("C", bound=ProtocolConfig)

@@ -193,8 +193,10 @@ def osr_section(ctx: SectionContext) -> list[Block]:
 
 
 def newclass_failure_section(ctx: SectionContext) -> list[Block]:
-    """New-class vs failure detection (ImageNet-OOD Table 1)."""
-    return [T.newclass_failure_table(ctx.results)]
+    """New-class vs failure detection (ImageNet-OOD Table 1) and the correct / incorrect views."""
+    from semshift.report.sections_shift import failure_view_blocks
+
+    return [T.newclass_failure_table(ctx.results), *failure_view_blocks(ctx)]
 
 
 def decomposition_section(ctx: SectionContext) -> list[Block]:
@@ -231,6 +233,9 @@ def _graded_metric_blocks(ctx: SectionContext, metric: str) -> list[Block]:
         blocks.append(T.graded_trend_table(res, metric=metric))
     except ValueError:
         pass
+    from semshift.report.sections_shift import axis_curve_blocks
+
+    blocks += axis_curve_blocks(ctx, metric)
     t0 = time.perf_counter()
     pages = F.grid_heatmap_figures(res, metric)
     figs.seconds[f"heatmaps_{metric}"] = time.perf_counter() - t0

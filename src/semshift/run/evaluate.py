@@ -125,6 +125,8 @@ def _eval_key(ctx: RunContext, scored: ScoreStage) -> str:
         for key, value in config_paths(pc).items():
             if value.is_file():
                 files[f"{name}.{key}"] = ctx.cache.file_checksum(value)
+            elif (value / "meta.json").is_file():  # a feature store: its shard checksums
+                files[f"{name}.{key}"] = ctx.cache.file_checksum(value / "meta.json")
     settings = {
         n: pc.model_dump(mode="json", exclude={"stores"})
         for n in p.enabled()
@@ -140,6 +142,19 @@ def _eval_key(ctx: RunContext, scored: ScoreStage) -> str:
             "semshift": __version__,
         }
     )
+
+
+def _feature_loaders(scored: ScoredWorld) -> dict[str, Callable[[], np.ndarray]]:
+    """Lazy loaders of the ``features`` rows of id_train and of every scored set."""
+    world = scored.world
+    sources = [*([world.train] if world.train is not None else []), *world.scored]
+    return {s.name: functools.partial(_features_of, s) for s in sources}
+
+
+def _features_of(source: Any) -> np.ndarray:
+    if "features" not in source.store.array_names:
+        raise ValueError(f"store {source.store_path} of set {source.name!r} has no features")
+    return np.asarray(source.selection.arrays("features")[0])
 
 
 def _protocols(ctx: RunContext, scored: ScoreStage) -> pd.DataFrame:
@@ -158,6 +173,7 @@ def _protocols(ctx: RunContext, scored: ScoreStage) -> pd.DataFrame:
         metrics=tuple(cfg.metrics),
         bootstrap=Bootstrap(**cfg.bootstrap.model_dump()),
         seed=cfg.seed,
+        features=_feature_loaders(scored.main),
     )
     frames: list[pd.DataFrame] = []
     calls: list[tuple[str, Callable[[], pd.DataFrame]]] = []
