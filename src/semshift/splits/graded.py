@@ -2,15 +2,9 @@
 
 Method reference: docs/methods.md#is-ood-graded-shift.
 
-1. **LAID** (:class:`LAID`, :func:`train_laid`): an orthogonal matrix ``W`` (l x l) over an
-   image-text embedding space; ``f_sem = (f W)[:l/2]`` and ``f_cov = (f W)[l/2:]``. It is trained on
-   text embeddings of triplets: a standard text (a covariate template filled with a label), a
-   semantic-shift text (same template, other label) and a covariate-shift text (other template,
-   same label) with
-
-   ``L_sem = [d(st_sem, cs_sem) - d(st_sem, ss_sem) + m]_+``,
-   ``L_cov = [d(st_cov, ss_cov) - d(st_cov, cs_cov) + m]_+``,
-   ``L_orth = ||W^T W - I||^2`` (d = cosine distance).
+1. **LAID** (:mod:`semshift.splits.laid`, re-exported here: :class:`LAID`, :func:`train_laid`):
+   an orthogonal matrix ``W`` that splits an image-text embedding into a semantic and a
+   covariate half, trained on text triplets.
 2. **Distances** (:func:`nearest_distances`): ``D_sem(x)`` = min over ID images of the cosine
    distance between semantic parts, ``D_cov`` likewise; exact, in blocks (1,000,000 x 1,000,000
    fits in memory: only one block of similarities exists at a time), or approximate by an
@@ -29,7 +23,7 @@ out-of-distribution detection: a sorites paradox. (IS-OOD.)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +34,14 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, field_validator, model_validator
 
 from semshift.errors import InputError
+from semshift.splits.laid import (
+    COVARIATE_TEMPLATES,
+    LAID,
+    check_laid_options,
+    fit_laid_from_text,
+    laid_triplets,
+    train_laid,
+)
 from semshift.splits.manifest import SplitManifest
 from semshift.splits.registry import (
     BuildContext,
@@ -63,275 +65,10 @@ __all__ = [
     "grid_from_distances",
     "laid_triplets",
     "nearest_distances",
+    "read_features",
     "resolve_search_method",
     "train_laid",
 ]
-
-#: covariate templates: styles, renditions, corruptions, lighting, viewpoint (``{}`` = label)
-COVARIATE_TEMPLATES: tuple[str, ...] = (
-    "a photo of a {}.",
-    "a close-up photo of a {}.",
-    "a cropped photo of a {}.",
-    "a photo of a small {}.",
-    "a photo of a large {}.",
-    "a blurry photo of a {}.",
-    "a pixelated photo of a {}.",
-    "a jpeg corrupted photo of a {}.",
-    "a noisy photo of a {}.",
-    "a grainy photo of a {}.",
-    "a low resolution photo of a {}.",
-    "an out of focus photo of a {}.",
-    "a motion blurred photo of a {}.",
-    "a foggy photo of a {}.",
-    "a photo of a {} in the snow.",
-    "a photo of a {} in the rain.",
-    "a dark photo of a {}.",
-    "a bright photo of a {}.",
-    "an overexposed photo of a {}.",
-    "an underexposed photo of a {}.",
-    "a photo of a {} at night.",
-    "a photo of a {} in sunlight.",
-    "a black and white photo of a {}.",
-    "a sepia photo of a {}.",
-    "a high contrast photo of a {}.",
-    "a low contrast photo of a {}.",
-    "a sketch of a {}.",
-    "a pencil drawing of a {}.",
-    "a painting of a {}.",
-    "an oil painting of a {}.",
-    "a watercolor painting of a {}.",
-    "a cartoon of a {}.",
-    "a comic illustration of a {}.",
-    "a rendering of a {}.",
-    "a 3d render of a {}.",
-    "a video game screenshot of a {}.",
-    "a plastic toy {}.",
-    "a sculpture of a {}.",
-    "an origami {}.",
-    "an embroidery of a {}.",
-    "a tattoo of a {}.",
-    "graffiti of a {}.",
-    "a pixel art {}.",
-    "a photo of a {} seen from above.",
-    "a photo of a {} from a strange angle.",
-    "an infrared photo of a {}.",
-    "a photo of a {} underwater.",
-    "a photo of a {} behind glass.",
-)
-
-
-def _cosine_distance_torch(a: Any, b: Any) -> Any:
-    import torch
-
-    return 1.0 - torch.nn.functional.cosine_similarity(a, b, dim=1)
-
-
-@dataclass
-class LAID:
-    """A trained LAID decomposition: ``W`` (l x l), near-orthogonal."""
-
-    W: NDArray[np.float64]
-    meta: dict[str, Any] | None = None
-
-    @property
-    def dim(self) -> int:
-        return int(self.W.shape[0])
-
-    def transform(self, features: ArrayLike) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """``(f_sem, f_cov)``, each (n, l/2), from features (n, l)."""
-        f = np.asarray(features, dtype=np.float32)
-        if f.ndim != 2 or f.shape[1] != self.dim:
-            raise InputError(f"LAID expects features of dimension {self.dim}, got shape {f.shape}")
-        z = f @ self.W.astype(np.float32)
-        half = self.dim // 2
-        return z[:, :half], z[:, half:]
-
-    def orthogonality_error(self) -> float:
-        """``||W^T W - I||_F``."""
-        return float(np.linalg.norm(self.W.T @ self.W - np.eye(self.dim)))
-
-    def save(self, path: str | Path) -> Path:
-        """Save as ``.npz`` (arrays only; loading never unpickles)."""
-        path = Path(path)
-        np.savez(
-            path,
-            W=self.W,
-            meta_keys=np.array(list((self.meta or {}).keys()), dtype=str),
-            meta_values=np.array([str(v) for v in (self.meta or {}).values()], dtype=str),
-        )
-        return path if path.suffix == ".npz" else path.with_suffix(path.suffix + ".npz")
-
-    @classmethod
-    def load(cls, path: str | Path) -> LAID:
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                w = np.asarray(data["W"], dtype=np.float64)
-                meta = dict(
-                    zip(data["meta_keys"].tolist(), data["meta_values"].tolist(), strict=True)
-                )
-        except (OSError, KeyError, ValueError) as err:
-            raise InputError(f"cannot load a LAID matrix from {path}: {err}") from None
-        if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] % 2:
-            raise InputError(f"{path}: W must be square with an even dimension, got {w.shape}")
-        return cls(W=w, meta=meta)
-
-
-def laid_triplets(
-    labels: Sequence[str],
-    templates: Sequence[str] = COVARIATE_TEMPLATES,
-    n: int = 20_000,
-    seed: int = 0,
-) -> tuple[list[str], list[str], list[str]]:
-    """Texts of ``n`` (standard, semantic-shift, covariate-shift) triplets.
-
-    Standard = template i with label a; semantic shift = template i with label b != a; covariate
-    shift = template j != i with label a. Drawn with ``seed``.
-    """
-    if len(labels) < 2 or len(templates) < 2:
-        raise InputError("LAID needs at least two labels and two templates")
-    bad = [t for t in templates if t.count("{}") != 1]
-    if bad:
-        raise InputError(f"template {bad[0]!r} must contain exactly one '{{}}'")
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, len(labels), n)
-    b = (a + rng.integers(1, len(labels), n)) % len(labels)
-    i = rng.integers(0, len(templates), n)
-    j = (i + rng.integers(1, len(templates), n)) % len(templates)
-    st = [templates[x].format(labels[y]) for x, y in zip(i, a, strict=True)]
-    ss = [templates[x].format(labels[y]) for x, y in zip(i, b, strict=True)]
-    cs = [templates[x].format(labels[y]) for x, y in zip(j, a, strict=True)]
-    return st, ss, cs
-
-
-def check_laid_options(
-    *,
-    epochs: int = 200,
-    batch_size: int = 1024,
-    lr: float = 1e-2,
-    n_triplets: int = 20_000,
-    n_labels: int | None = None,
-    names: Mapping[str, str] | None = None,
-) -> None:
-    """Refuse LAID training settings that cannot train, before anything is built or loaded.
-
-    ``names`` maps a parameter to what the message calls it (a command's option, e.g.
-    ``{"epochs": "--epochs"}``).
-
-    Raises
-    ------
-    InputError
-        ``epochs``, ``batch_size`` or ``n_triplets`` below 1, ``lr`` not above 0, or fewer
-        than two labels.
-    """
-    called = {"n_triplets": "the number of triplets", **(names or {})}
-    if n_labels is not None and n_labels < 2:
-        raise InputError(f"LAID needs at least two labels, got {n_labels}")
-    for what, value in (("epochs", epochs), ("batch_size", batch_size), ("n_triplets", n_triplets)):
-        if int(value) < 1:
-            raise InputError(f"LAID training: {called.get(what, what)} must be >= 1, got {value}")
-    if not float(lr) > 0:
-        raise InputError(f"LAID training: {called.get('lr', 'lr')} must be > 0, got {lr}")
-
-
-def train_laid(
-    standard: ArrayLike,
-    semantic_shift: ArrayLike,
-    covariate_shift: ArrayLike,
-    *,
-    margin: float = 0.3,
-    orth_weight: float = 1.0,
-    epochs: int = 200,
-    batch_size: int = 1024,
-    lr: float = 1e-2,
-    seed: int = 0,
-    on_epoch: Callable[[int, float], Any] | None = None,
-) -> LAID:
-    """Train the LAID matrix on embeddings of triplets (each (n, l), l even).
-
-    Initialised at the identity; Adam; deterministic for a seed on the CPU. ``on_epoch(k,
-    loss)`` is called after each epoch k (1-based) with its last batch's loss (a progress bar).
-    """
-    import torch
-
-    check_laid_options(epochs=epochs, batch_size=batch_size, lr=lr)
-    st = np.asarray(standard, dtype=np.float32)
-    ss = np.asarray(semantic_shift, dtype=np.float32)
-    cs = np.asarray(covariate_shift, dtype=np.float32)
-    if not (st.shape == ss.shape == cs.shape) or st.ndim != 2:
-        raise InputError(
-            f"triplet embeddings must share one (n, l) shape, got {st.shape}, {ss.shape}, "
-            f"{cs.shape}"
-        )
-    n, dim = st.shape
-    if dim % 2:
-        raise InputError(f"the embedding dimension must be even, got {dim}")
-    for name, arr in (("standard", st), ("semantic_shift", ss), ("covariate_shift", cs)):
-        if not np.isfinite(arr).all():
-            raise InputError(f"{name} embeddings contain NaN or inf")
-    gen = torch.Generator().manual_seed(seed)
-    half = dim // 2
-    w = torch.nn.Parameter(torch.eye(dim))
-    opt = torch.optim.Adam([w], lr=lr)
-    t_st, t_ss, t_cs = (torch.from_numpy(x) for x in (st, ss, cs))
-    eye = torch.eye(dim)
-    last = float("nan")
-    for epoch in range(epochs):
-        perm = torch.randperm(n, generator=gen)
-        for lo in range(0, n, batch_size):
-            idx = perm[lo : lo + batch_size]
-            zs, zss, zcs = t_st[idx] @ w, t_ss[idx] @ w, t_cs[idx] @ w
-            d = _cosine_distance_torch
-            l_sem = torch.relu(
-                d(zs[:, :half], zcs[:, :half]) - d(zs[:, :half], zss[:, :half]) + margin
-            ).mean()
-            l_cov = torch.relu(
-                d(zs[:, half:], zss[:, half:]) - d(zs[:, half:], zcs[:, half:]) + margin
-            ).mean()
-            l_orth = ((w.T @ w - eye) ** 2).sum()
-            loss = l_sem + l_cov + orth_weight * l_orth
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            last = float(loss.detach())
-        if on_epoch is not None:
-            on_epoch(epoch + 1, last)
-    return LAID(
-        W=w.detach().numpy().astype(np.float64),
-        meta={"margin": margin, "epochs": epochs, "lr": lr, "seed": seed, "final_loss": last},
-    )
-
-
-def fit_laid_from_text(
-    encoder: Any,
-    labels: Sequence[str],
-    *,
-    templates: Sequence[str] = COVARIATE_TEMPLATES,
-    n_triplets: int = 20_000,
-    seed: int = 0,
-    **train_kwargs: Any,
-) -> LAID:
-    """Train LAID on the text embeddings of ``n_triplets`` template x label triplets.
-
-    ``encoder`` is any text encoder with ``encode(texts) -> (n, l)`` in the image-text space the
-    LAID matrix will be applied to (a CLIP text tower, e.g. the open_clip adapter of
-    :mod:`semshift.features.models`). Each distinct text is embedded once.
-    """
-    check_laid_options(n_triplets=n_triplets)
-    st, ss, cs = laid_triplets(labels, templates, n=n_triplets, seed=seed)
-    texts = sorted(set(st) | set(ss) | set(cs))
-    emb = np.asarray(encoder.encode(texts), dtype=np.float32)
-    if emb.ndim != 2 or len(emb) != len(texts):
-        raise InputError(f"the text encoder returned shape {emb.shape} for {len(texts)} texts")
-    row = {t: i for i, t in enumerate(texts)}
-    take = lambda group: emb[[row[t] for t in group]]  # noqa: E731
-    laid = train_laid(take(st), take(ss), take(cs), seed=seed, **train_kwargs)
-    laid.meta = {
-        **(laid.meta or {}),
-        "labels": len(labels),
-        "templates": len(templates),
-        "triplets": n_triplets,
-    }
-    return laid
 
 
 def _unit(x: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -657,10 +394,31 @@ class GradedResult:
         return out
 
 
-def _array(value: ArrayLike | str | Path, what: str) -> tuple[NDArray[Any], str]:
-    """An array given as such or as a ``.npy`` file (never unpickled), and its source."""
+def read_features(
+    value: ArrayLike | str | Path, what: str, *, array: str = "features"
+) -> tuple[NDArray[Any], str]:
+    """An array given as such, as a ``.npy`` file (memory-mapped, never unpickled) or as a
+    feature store directory (its ``array``, every row, in the store's row order), and its
+    source (``"array"`` or the path).
+
+    Raises
+    ------
+    InputError
+        A file that is not a ``.npy`` array, or a store that cannot be opened or lacks ``array``
+        (each named with ``what``).
+    """
     if not isinstance(value, (str, Path)):
         return np.asarray(value), "array"
+    if Path(value).is_dir():
+        from semshift.features import open_store
+
+        try:
+            (arr,) = open_store(value).all().arrays(array)
+        except InputError as err:
+            raise InputError(f"{what} {value}: {err}") from None
+        except (OSError, KeyError, ValueError) as err:
+            raise InputError(f"{what} {value}: cannot read array {array!r} ({err})") from None
+        return arr, str(value)
     try:
         return np.load(value, allow_pickle=False, mmap_mode="r"), str(value)
     except (OSError, ValueError) as err:
@@ -694,8 +452,9 @@ def build_graded_split(
     Give either image embeddings and a LAID matrix (``id_features`` (N_id, l),
     ``test_features`` (N, l), ``laid``: :func:`graded_grid`, as ``semshift splits graded``) or
     precomputed distances (``sem_distances`` and ``cov_distances``, (N,) each:
-    :func:`grid_from_distances`). Arrays may be given as ``.npy`` files (``laid`` as ``.npz``),
-    whose paths are recorded in the manifest's params.
+    :func:`grid_from_distances`). Arrays may be given as ``.npy`` files or feature stores (their
+    ``features`` array; :func:`read_features`), ``laid`` as ``.npz``; the paths are recorded in
+    the manifest's params.
 
     Returns
     -------
@@ -713,8 +472,8 @@ def build_graded_split(
             raise InputError(
                 "give id_features, test_features and laid, or sem_distances and cov_distances"
             )
-        d_sem, sem_src = _array(sem_distances, "sem_distances")  # type: ignore[arg-type]
-        d_cov, cov_src = _array(cov_distances, "cov_distances")  # type: ignore[arg-type]
+        d_sem, sem_src = read_features(sem_distances, "sem_distances")  # type: ignore[arg-type]
+        d_cov, cov_src = read_features(cov_distances, "cov_distances")  # type: ignore[arg-type]
         samples, cells = grid_from_distances(
             d_sem,
             d_cov,
@@ -731,8 +490,8 @@ def build_graded_split(
             raise InputError(
                 "give id_features, test_features and laid, or sem_distances and cov_distances"
             )
-        x, id_src = _array(id_features, "id_features")  # type: ignore[arg-type]
-        y, test_src = _array(test_features, "test_features")  # type: ignore[arg-type]
+        x, id_src = read_features(id_features, "id_features")  # type: ignore[arg-type]
+        y, test_src = read_features(test_features, "test_features")  # type: ignore[arg-type]
         model = laid if isinstance(laid, LAID) else LAID.load(laid)  # type: ignore[arg-type]
         samples, cells = graded_grid(
             x,
@@ -798,7 +557,8 @@ class GradedParams(BuilderParams):
     """Parameters of the ``graded`` builder (:func:`build_graded_split`), as the options of
     ``semshift splits graded`` (``levels`` is ``n_levels``), same defaults.
 
-    Inputs: ``id_features``, ``test_features`` (``.npy``) and ``laid`` (``.npz``), or
+    Inputs: ``id_features``, ``test_features`` (``.npy`` or a feature store, whose ``features``
+    are read) and ``laid`` (``.npz``), or
     precomputed ``sem_distances`` and ``cov_distances`` (``.npy``, (N,) each); ``method``,
     ``nlist``, ``nprobe`` and ``k`` (the neighbour the distances are measured to, 10 as
     released) apply to the first form. ``sem_edges`` and ``cov_edges`` are
