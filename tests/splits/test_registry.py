@@ -84,7 +84,8 @@ FUNCTIONS = {
     "superclass": (
         build_superclasses,
         {},
-        {"scores": None, "iqr_factor": split_by_scores, "easy": split_by_scores}
+        {"scores": None, "image_store": None, "text_embeddings": None}
+        | {"iqr_factor": split_by_scores, "easy": split_by_scores}
         | {"iid": split_by_scores, "score_over": split_by_scores},
         {"allow_empty": True},
     ),

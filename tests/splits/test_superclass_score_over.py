@@ -92,7 +92,8 @@ def test_builder_param_is_validated_and_recorded_in_the_manifest(base: Path) -> 
     with pytest.raises(InputError) as info:
         validate_params("superclass", {**stage1_only, "score_over": "kept"}, where=WHERE)
     assert str(info.value) == (
-        f"{WHERE}.params.score_over: applies only with 'scores' (the image-score stage)"
+        f"{WHERE}.params.score_over: applies only with 'scores' or 'image_store' (the "
+        "image-score stage)"
     )
 
 

@@ -185,7 +185,11 @@ class OsrConfig(ProtocolConfig):
 @register_protocol(
     "osr", OsrConfig, "open-set recognition: accuracy, AUROC and OSCR per OOD split (SSB)",
     metric_keys=("metrics",), order=10, on_stores=True,
-    sections=[ReportSection("osr", "Open-set recognition", builder="osr_section")],
+    sections=[
+        ReportSection("osr", "Open-set recognition", builder="osr_section"),
+        ReportSection("osr_class_pairs", "Open-set classes and their nearest known class",
+                      builder="semshift.report.split_pairs:class_pairs_section"),
+    ],
 )  # fmt: skip
 def _run_osr(inputs: ProtocolInputs, config: OsrConfig) -> pd.DataFrame:
     metrics = config.metrics or list(inputs.metrics)

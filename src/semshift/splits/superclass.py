@@ -20,6 +20,10 @@ Two stages:
    the 40th percentile are the IID training split, between the 20th and 40th the Easy test
    split, below the 20th the Hard test split: a whole sub-class lands in one.
 
+The per-image scores come from a CSV, from images scored by an image-text model, or from
+stored image embeddings against the super-class names' text embeddings:
+:mod:`semshift.splits.superclass_scores` (its names are importable from here).
+
 References
 ----------
 Bacchin, A., Allegro, D., Ghidoni, S. and Menegatti, E. (2024). SOOD-ImageNet: a large-scale
@@ -51,9 +55,17 @@ from semshift.splits.registry import (
     register_builder,
 )
 from semshift.splits.ssb import resolve_classes
+from semshift.splits.superclass_scores import (
+    ImageTextScorer,
+    read_scores,
+    score_embeddings,
+    score_images,
+    score_store,
+    text_embeddings,
+)
 from semshift.taxonomy.core import Taxonomy
 from semshift.taxonomy.custom import load_taxonomy
-from semshift.textio import read_csv, read_text
+from semshift.textio import read_text
 
 __all__ = [
     "ImageTextScorer",
@@ -66,8 +78,11 @@ __all__ = [
     "build_superclasses",
     "load_superclass_names",
     "read_scores",
+    "score_embeddings",
     "score_images",
+    "score_store",
     "split_by_scores",
+    "text_embeddings",
 ]
 
 #: What a sub-class's score averages (:func:`split_by_scores`' ``score_over``): all its images
@@ -85,12 +100,6 @@ class TextEncoder(Protocol):
     """Anything that embeds texts: ``encode(texts) -> (len(texts), d)`` float array."""
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
-
-
-class ImageTextScorer(Protocol):
-    """Scores images against a text: ``score(images, text) -> (len(images),)`` similarities."""
-
-    def score(self, images: Sequence[str], text: str) -> NDArray[np.float64]: ...
 
 
 class MiniLMEncoder:
@@ -576,86 +585,6 @@ class ScoreSplitResult:
         return out
 
 
-def read_scores(path: str | Path) -> pd.DataFrame:
-    """Per-image scores: a CSV with ``class`` (the image's sub-class id) and ``score`` columns,
-    optionally ``superclass`` (checked against stage 1) and ``path`` (kept in the output).
-
-    Returns the table with a ``line`` column (file line of each row) for error messages.
-    """
-    path = Path(path)
-    frame = read_csv(path, "scores", dtype=str, keep_default_na=False)
-    missing = [c for c in ("class", "score") if c not in frame.columns]
-    if missing:
-        raise InputError(f"{path}, line 1: the header must name the column(s) {', '.join(missing)}")
-    frame["line"] = np.arange(2, len(frame) + 2)
-    return frame
-
-
-def score_images(
-    stage1: SuperclassResult,
-    images: str | Path,
-    scorer: ImageTextScorer,
-    *,
-    max_per_class: int | None = None,
-) -> pd.DataFrame:
-    """Per-image scores for stage 2, computed: each image of every sub-class of a kept
-    super-class against the bare super-class name (the paper: CLIP similarity).
-
-    Parameters
-    ----------
-    stage1 : SuperclassResult
-        :func:`build_superclasses`'s result.
-    images : path
-        A folder of class folders named by sub-class id (``<images>/<wnid>/*.JPEG``, as
-        ImageNet-21K is laid out); sub-classes without a folder are left unscored.
-    scorer : ImageTextScorer
-        ``score(paths, text)``, e.g. an open_clip model (:mod:`semshift.features.models`).
-    max_per_class : int, optional
-        At most this many images per sub-class (the first in name order).
-
-    Returns
-    -------
-    DataFrame
-        ``superclass``, ``class``, ``path``, ``score``: what :func:`build_score_split` takes,
-        super-classes in stage 1's order and images in name order.
-
-    Raises
-    ------
-    InputError
-        ``images`` is not a folder, or no sub-class of a kept super-class has images there.
-    """
-    from semshift.features.data import IMAGE_EXTENSIONS
-
-    root = Path(images)
-    if not root.is_dir():
-        raise InputError(f"images {root}: not a folder of sub-class folders")
-    kept = stage1.superclasses.loc[stage1.superclasses["kept"], "superclass"].tolist()
-    members = stage1.assignment[stage1.assignment["superclass"].isin(kept)]
-    frames = []
-    for name in kept:
-        paths, classes = [], []
-        for wnid in members.loc[members["superclass"] == name, "wnid"].astype(str):
-            folder = root / wnid
-            if not folder.is_dir():
-                continue
-            found = sorted(
-                p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
-            )[:max_per_class]
-            paths += [str(p) for p in found]
-            classes += [wnid] * len(found)
-        if paths:
-            scores = np.asarray(scorer.score(paths, name), dtype=np.float64)
-            frames.append(pd.DataFrame(
-                {"superclass": name, "class": classes, "path": paths, "score": scores}
-            ))  # fmt: skip
-    if not frames:
-        raise InputError(
-            f"images {root}: no sub-class of a kept super-class has a folder of images there "
-            "(expected <images>/<sub-class id>/*.jpg)"
-        )
-    return pd.concat(frames, ignore_index=True)
-
-
 def build_score_split(
     stage1: SuperclassResult,
     scores: str | Path | pd.DataFrame,
@@ -808,9 +737,14 @@ class SuperclassParams(BuilderParams):
     Stage 2 runs when ``scores`` names a CSV of per-image scores (:func:`read_scores`: columns
     ``class``, ``score``, optional ``superclass`` and ``path``): the manifest then has bins
     ``iid`` / ``easy`` / ``hard`` of sub-classes (:func:`build_score_split`, defaults of
-    :func:`split_by_scores`). ``iqr_factor``, ``easy``, ``iid`` and ``score_over`` apply only
-    with ``scores``; ``score_over`` is ``"all"`` (a sub-class's score averages all its images,
-    as the paper and its released code) or ``"kept"`` (only the images inside the IQR fences).
+    :func:`split_by_scores`). Instead of ``scores``: ``image_store``, a feature store of the
+    sub-class images' embeddings, and ``text_embeddings``, a ``.npy`` of one text embedding per
+    super-class name (in the order of ``names``), scored by :func:`score_store` (the cosine of
+    each image's ``features`` and its super-class's text embedding; ``scores.csv`` is not
+    written). ``iqr_factor``, ``easy``, ``iid`` and ``score_over`` apply only with ``scores``
+    or ``image_store``; ``score_over`` is ``"all"`` (a sub-class's score averages all its
+    images, as the paper and its released code) or ``"kept"`` (only the images inside the IQR
+    fences).
     """
 
     names: Annotated[str | list[str], BeforeValidator(_names)] = "sood"
@@ -822,6 +756,8 @@ class SuperclassParams(BuilderParams):
     sense: Literal["most-subclasses", "first"] = "most-subclasses"
     allow_empty: bool = True
     scores: PathSpec | None = None
+    image_store: PathSpec | None = None
+    text_embeddings: PathSpec | None = None
     iqr_factor: float = Field(default=1.5, ge=0.0)
     easy: float = Field(default=20.0, ge=0.0, le=100.0)
     iid: float = Field(default=40.0, ge=0.0, le=100.0)
@@ -831,10 +767,16 @@ class SuperclassParams(BuilderParams):
     def _stage2(self) -> SuperclassParams:
         if not -1.0 <= self.threshold <= 1.0:
             raise ParamError("threshold", f"a cosine similarity in [-1, 1], got {self.threshold}")
-        if self.scores is None:
+        if self.scores is not None and self.image_store is not None:
+            raise ParamError("image_store", "give 'scores' or 'image_store', not both")
+        if self.text_embeddings is not None and self.image_store is None:
+            raise ParamError("text_embeddings", "applies only with 'image_store'")
+        if self.scores is None and self.image_store is None:
             for key in ("iqr_factor", "easy", "iid", "score_over"):
                 if key in self.model_fields_set:
-                    raise ParamError(key, "applies only with 'scores' (the image-score stage)")
+                    raise ParamError(
+                        key, "applies only with 'scores' or 'image_store' (the image-score stage)"
+                    )
         if not self.easy < self.iid:
             raise ParamError("iid", f"must exceed easy ({self.easy}), got {self.iid}")
         return self
@@ -853,7 +795,12 @@ def _build_from_params(params: SuperclassParams, ctx: BuildContext) -> SplitMani
     if isinstance(names, str) and names != "sood":
         names = str(ctx.path("names", names))
     pool = ctx.classes("pool", params.pool)
-    scores = None if params.scores is None else ctx.path("scores", params.scores)
+    scores: Any = None if params.scores is None else ctx.path("scores", params.scores)
+    if params.image_store is not None and params.text_embeddings is None:
+        raise InputError(
+            f"{ctx.where}.params.text_embeddings: needed with 'image_store' (a .npy, one text "
+            "embedding per super-class name)"
+        )
     stage1 = build_superclasses(
         names,
         pool,
@@ -865,6 +812,12 @@ def _build_from_params(params: SuperclassParams, ctx: BuildContext) -> SplitMani
         sense=params.sense,
         allow_empty=params.allow_empty,
     )
+    if params.image_store is not None:
+        scores = _score_store_files(
+            stage1,
+            ctx.path("image_store", params.image_store),
+            ctx.path("text_embeddings", params.text_embeddings),  # type: ignore[arg-type]
+        )
     if scores is None:
         return stage1.manifest
     return build_score_split(
@@ -875,3 +828,15 @@ def _build_from_params(params: SuperclassParams, ctx: BuildContext) -> SplitMani
         iid=params.iid,
         score_over=params.score_over,
     ).manifest
+
+
+def _score_store_files(stage1: SuperclassResult, store: Path, text: Path) -> pd.DataFrame:
+    """:func:`score_store` of the (verified) store at ``store`` against the ``.npy`` ``text``."""
+    from semshift.features.store import open_verified
+
+    opened = open_verified({"image_store": store}, same_model=False)["image_store"]
+    try:
+        vectors = np.load(text, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InputError(f"text_embeddings {text}: cannot read a .npy array ({err})") from None
+    return score_store(stage1, opened, vectors)
