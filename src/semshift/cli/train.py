@@ -1,4 +1,5 @@
-"""`semshift train`: train a model with an open-set method."""
+"""`semshift train`: train a model with an open-set method; `semshift splits superclass-list`:
+a super-class split as a labelled image list for it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     pass
 
 from semshift.cli import _choices
-from semshift.cli._app import app
+from semshift.cli._app import app, splits_app
 from semshift.cli._options import (
     DeviceOption,
     ProgressOption,
@@ -95,11 +96,20 @@ def train_model(
         list[Path] | None,
         typer.Option(help="split.json of a test set the --outliers classes must not overlap."),
     ] = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="Named recipe under the recipe options: ssb (SGD) or sood (AdamW)."),
+    ] = None,
+    optimizer: Annotated[
+        str | None, typer.Option(help="sgd (momentum) or adamw (default: the recipe's, sgd).")
+    ] = None,
     epochs: Annotated[int | None, typer.Option(help="Epochs (recipe default 600).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Images per step (32).")] = None,
-    lr: Annotated[float | None, typer.Option(help="Initial SGD learning rate (0.001).")] = None,
+    lr: Annotated[float | None, typer.Option(help="Initial learning rate (0.001).")] = None,
     momentum: Annotated[float | None, typer.Option(help="SGD momentum (0.9).")] = None,
-    weight_decay: Annotated[float | None, typer.Option(help="SGD weight decay (1e-4).")] = None,
+    weight_decay: Annotated[
+        float | None, typer.Option(help="Weight decay (1e-4; decoupled under adamw).")
+    ] = None,
     num_restarts: Annotated[
         int | None, typer.Option(help="Warm restarts of the cosine schedule (2).")
     ] = None,
@@ -148,6 +158,9 @@ def train_model(
         ),
     ] = None,
     progress: ProgressOption = True,
+    cache_mb: Annotated[
+        int, typer.Option(help="MiB of decoded training images kept for later epochs.")
+    ] = 1024,
     nproc: Annotated[
         int | None,
         typer.Option(help="Data-parallel processes (DDP; gloo on CPU). Not under torchrun."),
@@ -157,17 +170,14 @@ def train_model(
 
     Data parallelism: `--nproc N`, or start the command under `torchrun --nproc-per-node N`.
     """
-    from semshift.errors import InputError
     from semshift.training.distributed import dist_env
     from semshift.training.loop import train
-    from semshift.training.recipe import TrainConfig
 
     file: dict[str, Any] = _train_config_file(config) if config is not None else {}
-    params = _method_params(file, param)
     given = {
         "epochs": epochs, "batch_size": batch_size, "lr": lr, "momentum": momentum,
         "weight_decay": weight_decay, "num_restarts": num_restarts, "flip": flip,
-        "crop_padding": crop_padding,
+        "crop_padding": crop_padding, "optimizer": optimizer,
     }  # fmt: skip
     if randaugment is not None:
         given["randaugment_n"], given["randaugment_m"] = randaugment
@@ -179,6 +189,34 @@ def train_model(
         "test_splits": None if not test_split else [str(p) for p in test_split],
         "out": None if out is None else str(out),
     }  # fmt: skip
+    cfg, out_dir = _config(file, _method_params(file, param), options, given, recipe)
+    size = cfg.recipe.batch_size
+    with memory(
+        f"training {cfg.model} (--batch-size {size}, --workers {workers}, --device {device})",
+        f"lower it with a smaller --batch-size (e.g. {max(1, size // 2)}) or fewer --workers; the "
+        f"checkpoints of finished epochs stay in {out_dir} and --resume continues from the last",
+    ):
+        result = train(
+            cfg, out_dir, resume=resume, device=device, workers=workers, threads=threads,
+            progress=progress, nproc=nproc, cache_bytes=cache_mb << 20,
+        )  # fmt: skip
+    if not dist_env().is_main:
+        return  # under torchrun: rank 0 reports the run
+    _print_result(result, cfg, out_dir)
+
+
+def _config(
+    file: dict[str, Any],
+    params: dict[str, object],
+    options: dict[str, Any],
+    given: dict[str, Any],
+    recipe: str | None,
+) -> tuple[Any, Path]:
+    """The run's ``TrainConfig`` and output folder: the --config file's values, the options
+    over them; the recipe knobs over the named ``recipe`` (--recipe), if any."""
+    from semshift.errors import InputError
+    from semshift.training.recipe import TrainConfig
+
     values = {**file, **{k: v for k, v in options.items() if v is not None}}
     for key in ("model", "data", "out"):
         if values.get(key) is None:
@@ -186,22 +224,10 @@ def train_model(
     out_dir = Path(values.pop("out"))
     values["method_params"] = params
     values["recipe"] = {**file.get("recipe", {})}
+    if recipe is not None:  # the named recipe: the file's and the options' knobs override it
+        values["recipe"]["name"] = recipe
     values["recipe"].update({k: v for k, v in given.items() if v is not None})
-    cfg = TrainConfig.from_dict(values)
-    size = cfg.recipe.batch_size
-    doing = f"training {cfg.model} (--batch-size {size}, --workers {workers}, --device {device})"
-    lower = (
-        f"lower it with a smaller --batch-size (e.g. {max(1, size // 2)}) or fewer --workers; the "
-        f"checkpoints of finished epochs stay in {out_dir} and --resume continues from the last"
-    )
-    with memory(doing, lower):
-        result = train(
-            cfg, out_dir, resume=resume, device=device, workers=workers, threads=threads,
-            progress=progress, nproc=nproc,
-        )  # fmt: skip
-    if not dist_env().is_main:
-        return  # under torchrun: rank 0 reports the run
-    _print_result(result, cfg, out_dir)
+    return TrainConfig.from_dict(values), out_dir
 
 
 def _print_result(result: Any, cfg: Any, out_dir: Path) -> None:
@@ -216,4 +242,35 @@ def _print_result(result: Any, cfg: Any, out_dir: Path) -> None:
         f"{int(last['epoch'])} loss {last['loss']:.4f}, training accuracy "
         f"{100 * last['accuracy']:.1f} %; weights {result.model_file} on {result.device}, "
         f"{result.seconds:.1f} s"
+    )
+
+
+@splits_app.command("superclass-list")
+def superclass_list(
+    split: Annotated[
+        Path, typer.Option(help="split.json of `semshift splits superclass` (or its folder).")
+    ],
+    images: Annotated[
+        Path, typer.Option(help="Class-folder tree of the sub-classes: IMAGES/<wnid>/<image>.")
+    ],
+    out: Annotated[Path, typer.Option(help="Folder of images.txt and classes.txt.")],
+    part: Annotated[
+        str, typer.Option(help="iid (the training part), easy, hard, or all sub-classes.")
+    ] = "iid",
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="List the sub-classes that have a folder.")
+    ] = False,
+) -> None:
+    """A super-class split as a labelled image list: each image of the part's sub-classes with
+    its super-class, for `semshift train --data OUT/images.txt --classes OUT/classes.txt`."""
+    from semshift.training.superclass_list import write_superclass_list
+
+    res = write_superclass_list(split, images, out, part=part, allow_missing=allow_missing)
+    empty = [s for s, k in res.counts.items() if k == 0]
+    console.print(
+        f"{res.images}: {res.n_images} images of {res.subclasses} sub-classes ({part}) labelled "
+        f"with {len(res.superclasses)} super-classes ({res.classes})"
+        + (f"; {len(empty)} super-classes without images (e.g. {empty[0]})" if empty else "")
+        + (f"; {len(res.missing)} sub-classes without a folder skipped" if res.missing else ""),
+        markup=False,
     )

@@ -30,9 +30,10 @@ a one-process run, whose per-epoch losses the run matches within floating-point 
 from __future__ import annotations
 
 import csv
+import itertools
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,28 @@ from semshift.training.checkpoint import (
     write_json,
 )
 from semshift.training.distributed import DistEnv, convert_batchnorm, dist_env, launch, shard
-from semshift.training.images import TrainImages, epoch_order
+from semshift.training.images import (
+    DEFAULT_CACHE_BYTES,
+    EpochBatches,
+    TrainImages,
+    derived_seed,
+    epoch_order,
+)
 from semshift.training.methods import TrainingMethod, check_method_params, get_method
 from semshift.training.outliers import check_outlier_classes
-from semshift.training.recipe import TrainConfig
+from semshift.training.recipe import Recipe, TrainConfig
 
-__all__ = ["CONFIG_FILE", "METRICS_FILE", "Prepared", "TrainResult", "resolve_config", "train"]
+__all__ = [
+    "CONFIG_FILE",
+    "METRICS_FILE",
+    "Prepared",
+    "TrainResult",
+    "busy_threads_note",
+    "check_checkpoint_optimizer",
+    "make_optimizer",
+    "resolve_config",
+    "train",
+]
 
 CONFIG_FILE = "train.json"
 METRICS_FILE = "metrics.csv"
@@ -276,11 +293,40 @@ def _batches(order: list[int], size: int) -> list[list[int]]:
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def _loader(ds: TrainImages, batches: list[list[int]], workers: int, pin: bool) -> Any:
+def _loader(ds: TrainImages, batches: Any, workers: int, pin: bool, **kwargs: Any) -> Any:
     from torch.utils.data import DataLoader
 
     dataset: Any = ds  # a map-style dataset (__getitem__, __len__)
-    return DataLoader(dataset, batch_sampler=batches, num_workers=workers, pin_memory=pin)
+    return DataLoader(dataset, batch_sampler=batches, num_workers=workers, pin_memory=pin, **kwargs)
+
+
+def _run_batches(
+    ds: TrainImages, config: TrainConfig, start: int, workers: int, pin: bool, env: DistEnv
+) -> tuple[Iterator, Any]:
+    """One loader for epochs ``start`` on (its workers, and their decoded images, live for the
+    whole run); each process's slice of every batch. Also the function that gives an epoch's
+    global batches.
+
+    The loader draws its workers' base seed from a generator of its own; the loop makes, at
+    each epoch's start, the one draw of the global generator that a loader made per epoch
+    before, so every method's random stream is what it was.
+    """
+    bs, n = config.recipe.batch_size, len(ds)
+
+    def global_batches(epoch: int) -> list[list[int]]:
+        return _batches(epoch_order(n, config.seed, epoch), bs)
+
+    def mine(epoch: int) -> list[list[int]]:
+        return [shard(b, env.rank, env.world) for b in global_batches(epoch)]
+
+    if start >= config.recipe.epochs:  # a finished run: no loader, no workers
+        return iter(()), global_batches
+    if workers > 0:  # each worker keeps a cache of its own
+        ds.set_cache_bytes(ds.cache_bytes // workers)
+    sampler = EpochBatches(mine, start, config.recipe.epochs, per_epoch=-(-n // bs))
+    gen = torch.Generator().manual_seed(derived_seed(config.seed, 3))
+    loader = _loader(ds, sampler, workers, pin, generator=gen)
+    return iter(loader), global_batches
 
 
 def _cycle(
@@ -343,6 +389,7 @@ def train(
     threads: int | None = None,
     progress: bool = False,
     nproc: int | None = None,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> TrainResult:
     """Train ``config.model`` with ``config.method`` and write the run into ``out``.
 
@@ -369,6 +416,10 @@ def train(
         Data-parallel processes to start on this machine (gloo on the CPU, NCCL on CUDA with
         one GPU each); ``threads`` is per process. Under ``torchrun`` leave it out (or give
         the world size): the environment says where this process sits.
+    cache_bytes : int
+        Memory for decoded, resized training images (1 GiB; per process, split between the
+        workers; 0: decode every image every epoch): the epochs after the first start from
+        them. The weights do not depend on it.
 
     Returns
     -------
@@ -385,6 +436,8 @@ def train(
     env = dist_env()
     if nproc is not None and int(nproc) < 1:
         raise InputError(f"nproc must be >= 1, got {nproc}")
+    if int(cache_bytes) < 0:
+        raise InputError(f"cache_bytes (--cache-mb) must be >= 0, got {cache_bytes}")
     if nproc is not None and env.distributed and int(nproc) != env.world:
         raise InputError(
             f"nproc {nproc} given inside a run of {env.world} processes (torchrun); leave it out"
@@ -397,7 +450,7 @@ def train(
         resolve_device(device)
         resuming = _prepare_out(out, resolved, resume, prep.backbone)
         start = read_checkpoint(out / CHECKPOINT).meta["epoch"] if resuming else 0
-        launch(world, _spawned, (config, str(out), device, workers, amp, threads))
+        launch(world, _spawned, (config, str(out), device, workers, amp, threads, cache_bytes))
         ckpt = read_checkpoint(out / CHECKPOINT)
         dev_text = str(resolve_device(device))
         return TrainResult(
@@ -416,8 +469,9 @@ def train(
     try:
         resuming = _prepare_out_everywhere(out, resolved, resume, env, prep.backbone)
         result = _train_here(
-            resolved, prep, out, dev, use_amp, resuming, workers, threads, progress, t_start, env
-        )
+            resolved, prep, out, dev, use_amp, resuming, workers, threads, progress, t_start, env,
+            cache_bytes,
+        )  # fmt: skip
         result.backbone = prep.backbone
         return result
     finally:
@@ -445,10 +499,19 @@ def _check_parallel(config: TrainConfig, world: int) -> None:
 
 
 def _spawned(
-    config: TrainConfig, out: str, device: str, workers: int, amp: bool | None, threads: int | None
+    config: TrainConfig,
+    out: str,
+    device: str,
+    workers: int,
+    amp: bool | None,
+    threads: int | None,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> None:
     """One process started by :func:`train` with ``nproc`` (the folder is prepared)."""
-    train(config, out, resume=True, device=device, workers=workers, amp=amp, threads=threads)
+    train(
+        config, out, resume=True, device=device, workers=workers, amp=amp, threads=threads,
+        cache_bytes=cache_bytes,
+    )  # fmt: skip
 
 
 def _prepare_out_everywhere(
@@ -469,6 +532,36 @@ def _prepare_out_everywhere(
     return bool(answer[0])
 
 
+def busy_threads_note(threads: int, load: float | None = None, cpus: int | None = None) -> str:
+    """A line saying that ``threads`` torch threads outnumber the idle CPUs, or ``""``.
+
+    OpenMP threads that share a busy CPU wait for each other at every operation's end: on a
+    2-core machine at load 6-7, GlyphNet's training steps ran 19x slower with 2 threads than
+    with 1 (benchmarks/RESULTS.md, issue 33). ``load`` is the 1-minute load average and ``cpus`` the
+    CPUs this process may use (both read when not given).
+
+    >>> busy_threads_note(2, load=5.0, cpus=2)[:44]
+    '2 torch threads, 0 of 2 CPUs idle (load 5.0)'
+    >>> busy_threads_note(2, load=0.3, cpus=2)
+    ''
+    """
+    import os
+
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        cpus = cpus or 1
+    idle = max(0, int(cpus - load + 0.5))
+    if threads <= 1 or threads <= idle:
+        return ""
+    return (
+        f"{threads} torch threads, {idle} of {cpus} CPUs idle (load {load:.1f}): threads that "
+        f"share busy CPUs can train many times slower; --threads {max(1, idle)} is faster here "
+        "(and, with --seed, reproduces bit for bit at that count)"
+    )
+
+
 def _train_here(
     resolved: TrainConfig,
     prep: Prepared,
@@ -481,18 +574,23 @@ def _train_here(
     progress: bool,
     t_start: float,
     env: DistEnv,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> TrainResult:
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
+    elif dev.type == "cpu" and env.is_main:
+        note = busy_threads_note(torch.get_num_threads())
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     try:
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
             torch.use_deterministic_algorithms(True, warn_only=dev.type != "cpu")
             torch.manual_seed(resolved.seed)
             return _train(
                 resolved, prep.source, prep.outliers, prep.adapter, out, dev, use_amp, resuming,
-                workers, progress and env.is_main, t_start, env,
+                workers, progress and env.is_main, t_start, env, cache_bytes,
             )  # fmt: skip
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
@@ -512,6 +610,7 @@ def _train(
     progress: bool,
     t_start: float,
     env: DistEnv,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> TrainResult:
     recipe = config.recipe
     assert config.preset is not None and config.num_classes is not None
@@ -535,9 +634,7 @@ def _train(
     params = list(adapter.module.parameters()) + [
         p for p in method.parameters() if not any(p is q for q in _own_optimised(method))
     ]
-    opt = torch.optim.SGD(
-        params, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay
-    )
+    opt = make_optimizer(recipe, params)
     sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(
         opt, T_0=recipe.cycle_epochs, eta_min=recipe.lr * 1e-3
     )
@@ -545,24 +642,13 @@ def _train(
     history: list[dict[str, float]] = []
     start = 0
     if resuming:
-        start, history = _resume(out, adapter, method, opt, sched, scaler, dev, env)
-    mean, std = adapter.mean, adapter.std
-    ds = TrainImages(
-        source, config.preset, mean, std, seed=config.seed,
-        randaugment=(recipe.randaugment_n, recipe.randaugment_m), flip=recipe.flip,
-        padding=recipe.crop_padding,
-    )  # fmt: skip
-    out_ds = None
-    if outliers is not None:
-        out_ds = TrainImages(
-            outliers, config.preset, mean, std, seed=config.seed + 1,
-            randaugment=(recipe.randaugment_n, recipe.randaugment_m), flip=recipe.flip,
-            padding=recipe.crop_padding,
-        )  # fmt: skip
+        start, history = _resume(out, adapter, method, opt, sched, scaler, dev, env, recipe)
+    ds, out_ds = _datasets(config, source, outliers, adapter, cache_bytes, workers)
     ratio = float(getattr(method, "outlier_batch_ratio", 1.0))
     out_batch = max(1, round(recipe.batch_size * ratio))
     pin = dev.type == "cuda"
     n = len(ds)
+    run_batches, global_batches_of = _run_batches(ds, config, start, workers, pin, env)
     bar = _progress(progress)
     with bar:
         for epoch in range(start, recipe.epochs):
@@ -572,9 +658,8 @@ def _train(
             )
             adapter.module.train()
             method.train()
-            ds.set_epoch(epoch)
-            global_batches = _batches(epoch_order(n, config.seed, epoch), recipe.batch_size)
-            batches = [shard(b, env.rank, env.world) for b in global_batches]
+            global_batches = global_batches_of(epoch)
+            torch.empty((), dtype=torch.int64).random_()  # a per-epoch loader's seed draw
             outlier_iter = (
                 _cycle(out_ds, out_batch, config.seed, epoch, workers, pin, env)
                 if out_ds is not None
@@ -583,7 +668,7 @@ def _train(
             total_loss = torch.zeros((), dtype=torch.float64, device=dev)
             correct = torch.zeros((), dtype=torch.int64, device=dev)
             seen = 0
-            loader = _loader(ds, batches, workers, pin)
+            loader = itertools.islice(run_batches, len(global_batches))
             for (x, y), whole in zip(loader, global_batches, strict=True):
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
                 xo = None
@@ -626,6 +711,8 @@ def _train(
             if env.is_main:
                 _save(out, config, adapter, method, opt, sched, scaler, dev, epoch + 1, history)
                 _write_metrics(out / METRICS_FILE, history)
+    for _ in run_batches:  # none left: this ends the loader's workers
+        pass
     method.export(adapter)
     adapter.module.eval()
     if env.is_main:
@@ -638,6 +725,72 @@ def _train(
     )  # fmt: skip
 
 
+def make_optimizer(recipe: Recipe, params: Sequence[Tensor]) -> torch.optim.Optimizer:
+    """The recipe's optimiser over ``params``: SGD with momentum, or AdamW (torch's betas).
+
+    >>> from semshift.training.recipe import Recipe
+    >>> w = [torch.zeros(2, requires_grad=True)]
+    >>> type(make_optimizer(Recipe(optimizer="adamw", lr=0.5), w)).__name__
+    'AdamW'
+    """
+    if recipe.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    return torch.optim.SGD(
+        params, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay
+    )
+
+
+def check_checkpoint_optimizer(ckpt: Checkpoint, recipe: Recipe, path: Path) -> None:
+    """Refuse to resume a checkpoint whose optimiser state is another optimiser's.
+
+    The checkpoint's configuration names its optimiser (``recipe.optimizer``; SGD when absent,
+    as in every checkpoint of an older semshift).
+
+    Raises
+    ------
+    InputError
+        One line: the checkpoint, both optimisers and what to do.
+    """
+    stored = ckpt.meta.get("config", {}).get("recipe", {}).get("optimizer", "sgd")
+    if stored != recipe.optimizer:
+        raise InputError(
+            f"checkpoint {path} holds the state of optimizer {stored}, but this run uses "
+            f"{recipe.optimizer}; resume it with optimizer {stored} or train into another --out"
+        )
+
+
+def _datasets(
+    config: TrainConfig,
+    source: ImageSource,
+    outliers: ImageSource | None,
+    adapter: ModelAdapter,
+    cache_bytes: int,
+    workers: int,
+) -> tuple[TrainImages, TrainImages | None]:
+    """The training images and the outlier images (or None), with the recipe's augmentation.
+
+    The outlier images keep decoded images only without workers (their loader, and its
+    workers, are made anew for each pass over them)."""
+    recipe = config.recipe
+    assert config.preset is not None
+    kw: dict[str, Any] = {
+        "randaugment": (recipe.randaugment_n, recipe.randaugment_m),
+        "flip": recipe.flip,
+        "padding": recipe.crop_padding,
+    }
+    mean, std = adapter.mean, adapter.std
+    ds = TrainImages(
+        source, config.preset, mean, std, seed=config.seed, cache_bytes=cache_bytes, **kw
+    )
+    out_ds = None
+    if outliers is not None:
+        out_ds = TrainImages(
+            outliers, config.preset, mean, std, seed=config.seed + 1,
+            cache_bytes=cache_bytes if workers == 0 else 0, **kw,
+        )  # fmt: skip
+    return ds, out_ds
+
+
 def _resume(
     out: Path,
     adapter: ModelAdapter,
@@ -647,10 +800,12 @@ def _resume(
     scaler: Any,
     dev: torch.device,
     env: DistEnv,
+    recipe: Recipe,
 ) -> tuple[int, list[dict[str, float]]]:
     """Load the last checkpoint of ``out`` into the model, the method, the optimisers, the
     schedule, the scaler and the random state; return ``(epochs done, history)``."""
     ckpt = read_checkpoint(out / CHECKPOINT)
+    check_checkpoint_optimizer(ckpt, recipe, out / CHECKPOINT)
     if not ckpt.verified and env.is_main:
         print(
             f"warning: checkpoint {out / CHECKPOINT} carries no checksums (written by an older "

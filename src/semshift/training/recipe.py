@@ -3,6 +3,9 @@
 :class:`Recipe` holds the knobs every method shares, with the defaults of the SSB recipe
 (Vaze et al., ICLR 2022, fine-grained datasets: SGD with momentum, cosine annealing with two
 warm restarts, RandAugment N = 2, M = 30, batch 32, learning rate 0.001, 600 epochs).
+:data:`RECIPES` names whole recipes: ``ssb`` (those defaults) and ``sood``, the SOOD-ImageNet
+paper's (Bacchin et al., 2024: AdamW, learning rate 1.25e-3, weight decay 5e-3, batch 48, 25
+epochs, one cosine cycle; docs/methods.md#training-recipes).
 :class:`TrainConfig` adds the model, the data, the method and the seed; its JSON form
 (:meth:`TrainConfig.to_dict`) is what a checkpoint records and what a resumed run must match.
 :func:`check_config_file` checks the same keys read from a YAML file (``semshift train
@@ -28,7 +31,17 @@ from typing import Any, ClassVar
 from semshift.errors import InputError, SemshiftError, unknown_name
 from semshift.params import Boolean, Constraint, Interval
 
-__all__ = ["CONFIG_FILE_KEYS", "Recipe", "TrainConfig", "check_config_file"]
+__all__ = [
+    "CONFIG_FILE_KEYS",
+    "OPTIMIZERS",
+    "RECIPES",
+    "Recipe",
+    "TrainConfig",
+    "check_config_file",
+]
+
+#: The optimisers a recipe can name.
+OPTIMIZERS = ("sgd", "adamw")
 
 
 def _check(owner: str, constraints: dict[str, list[Constraint]], values: dict[str, Any]) -> None:
@@ -50,6 +63,22 @@ class _Text(Constraint):
 
     def examples_outside(self) -> list[Any]:
         return ["", 3, ["a"]]
+
+
+class _OneOf(Constraint):
+    """One of a few strings."""
+
+    def __init__(self, options: tuple[str, ...]) -> None:
+        self.options = options
+
+    def is_satisfied_by(self, value: object) -> bool:
+        return isinstance(value, str) and value in self.options
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(repr(o) for o in self.options)
+
+    def examples_outside(self) -> list[Any]:
+        return ["", "adam", 1]
 
 
 class _Mapping(Constraint):
@@ -89,11 +118,12 @@ class Recipe:
     batch_size : int
         Images per step, over all processes (32).
     lr : float
-        Initial learning rate of SGD (0.001).
+        Initial learning rate (0.001).
     momentum : float
-        SGD momentum (0.9).
+        SGD momentum (0.9); AdamW ignores it (its betas are torch's, 0.9 and 0.999).
     weight_decay : float
-        L2 weight decay of SGD (1e-4).
+        Weight decay (1e-4): L2 added to the gradient by SGD, decoupled (``lr * wd * w``
+        subtracted from the weights) by AdamW.
     num_restarts : int
         Warm restarts of the cosine schedule: it runs ``num_restarts + 1`` cycles of
         ``max(1, epochs // (num_restarts + 1))`` epochs, from ``lr`` down to ``lr * 1e-3``, and
@@ -105,6 +135,10 @@ class Recipe:
         Random horizontal flip (True).
     crop_padding : int
         Zero padding of the random crop, in pixels (4).
+    optimizer : {"sgd", "adamw"}
+        SGD with momentum (the SSB recipe) or AdamW (SOOD-ImageNet's). A recipe with SGD
+        leaves the key out of its JSON (:meth:`to_dict`), so the runs and checkpoints of
+        semshift versions without it compare and resume as before.
     """
 
     epochs: int = 600
@@ -117,6 +151,7 @@ class Recipe:
     randaugment_m: int = 30
     flip: bool = True
     crop_padding: int = 4
+    optimizer: str = "sgd"
 
     _constraints: ClassVar[dict[str, list[Constraint]]] = {
         "epochs": [Interval(Integral, 1, None, closed="left")],
@@ -129,6 +164,7 @@ class Recipe:
         "randaugment_m": [Interval(Integral, 0, 30, closed="both")],
         "flip": [Boolean()],
         "crop_padding": [Interval(Integral, 0, None, closed="left")],
+        "optimizer": [_OneOf(OPTIMIZERS)],
     }
 
     def __post_init__(self) -> None:
@@ -139,14 +175,52 @@ class Recipe:
         """Epochs of the first cosine cycle (``T_0``)."""
         return max(1, self.epochs // (self.num_restarts + 1))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as plain JSON values; ``optimizer`` only when it is not SGD."""
+        out = asdict(self)
+        if out["optimizer"] == "sgd":
+            del out["optimizer"]
+        return out
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Recipe:
-        """A recipe from a mapping; unknown keys are an error naming the known ones."""
+        """A recipe from a mapping; unknown keys are an error naming the known ones.
+
+        ``name`` picks a recipe of :data:`RECIPES` whose values the other keys override.
+
+        >>> r = Recipe.from_dict({"name": "sood", "epochs": 2})
+        >>> r.optimizer, r.lr, r.weight_decay, r.batch_size, r.epochs, r.num_restarts
+        ('adamw', 0.00125, 0.005, 48, 2, 0)
+        """
         known = [f.name for f in fields(cls)]
-        for key in data:
+        values = dict(data)
+        name = values.pop("name", None)
+        base: dict[str, Any] = {}
+        if name is not None:
+            if not isinstance(name, str) or name not in RECIPES:
+                raise unknown_name("recipe", str(name), list(RECIPES))
+            base = dict(RECIPES[name])
+        for key in values:
             if key not in known:
-                raise unknown_name("recipe option", key, known)
-        return cls(**data)
+                raise unknown_name("recipe option", key, [*known, "name"])
+        return cls(**{**base, **values})
+
+
+#: Named recipes (``semshift train --recipe NAME``, ``recipe: {name: NAME}`` in a config file):
+#: the knobs each sets; the others keep :class:`Recipe`'s defaults. ``ssb``: Vaze et al.'s
+#: (the defaults); ``sood``: SOOD-ImageNet's (Bacchin et al., 2024, Sec. 4: cross-entropy,
+#: AdamW, base learning rate 1.25e-3, cosine annealing, weight decay 5e-3, batch 48, 25 epochs).
+RECIPES: dict[str, dict[str, Any]] = {
+    "ssb": {},
+    "sood": {
+        "optimizer": "adamw",
+        "lr": 1.25e-3,
+        "weight_decay": 5e-3,
+        "batch_size": 48,
+        "epochs": 25,
+        "num_restarts": 0,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -230,7 +304,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain JSON values."""
         out = asdict(self)
-        out["recipe"] = asdict(self.recipe)
+        out["recipe"] = self.recipe.to_dict()
         return out
 
     @classmethod
