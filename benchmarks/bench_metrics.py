@@ -15,6 +15,10 @@ time is the steadier figure, since a longer call is preempted more often by othe
 Usage::
 
     python benchmarks/bench_metrics.py [--n 10000000] [--repeat 5] [--skip-sklearn-10m]
+                                       [--ranking-only]
+
+``--ranking-only`` runs only the three ``ranking_metrics`` cases of part 1 (continuous,
+rounded, float32 precision) and the sklearn check, without the per-function times and part 2.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def ratio(a: Times, b: Times) -> str:
     return " | ".join(parts)
 
 
-def bench_ranking(n: int, repeat: int, sklearn_check: bool) -> None:
+def bench_ranking(n: int, repeat: int, sklearn_check: bool, singles: bool = True) -> None:
     rng = np.random.default_rng(0)
     is_ood = rng.random(n) < 0.5
     scores = rng.normal(size=n) + np.where(is_ood, 0.0, 1.0)
@@ -109,6 +113,13 @@ def bench_ranking(n: int, repeat: int, sklearn_check: bool) -> None:
             f"  values: auroc={res.auroc:.6f} fpr95={res.fpr:.6f} aupr_in={res.aupr_in:.6f} "
             f"aupr_out={res.aupr_out:.6f} detection_error={res.detection_error:.6f}"
         )
+    if singles:
+        bench_singles(scores, is_ood, repeat)
+    if sklearn_check:
+        bench_sklearn(scores, is_ood)
+
+
+def bench_singles(scores: np.ndarray, is_ood: np.ndarray, repeat: int) -> None:
     print("\n[continuous] one function per call (each sorts on its own)")
     singles = [
         ("auroc", lambda: auroc(scores, is_ood)),
@@ -123,18 +134,25 @@ def bench_ranking(n: int, repeat: int, sklearn_check: bool) -> None:
         print(f"  {name:17s} {fmt(cand_t)}")
         print(f"  {'':17s} ratio to np.sort {ratio(cand_t, ref_t)}")
     print(f"  sum of the four (cpu best) {total_best:7.4f} s")
-    if sklearn_check:
+
+
+def bench_sklearn(scores: np.ndarray, is_ood: np.ndarray) -> None:
+    """sklearn's AUROC and both average precisions on the continuous and float32 cases."""
+    for label, s in [
+        ("continuous", scores),
+        ("float32 precision", scores.astype(np.float32).astype(np.float64)),
+    ]:
         t, _, (ref_auc, ref_ap, ref_apo) = timed(
-            lambda: (
-                roc_auc_score(~is_ood, scores),
-                average_precision_score(~is_ood, scores),
-                average_precision_score(is_ood, -scores),
+            lambda s=s: (
+                roc_auc_score(~is_ood, s),
+                average_precision_score(~is_ood, s),
+                average_precision_score(is_ood, -s),
             )
         )
-        res = ranking_metrics(scores, is_ood)
+        res = ranking_metrics(s, is_ood)
         diff = max(abs(res.auroc - ref_auc), abs(res.aupr_in - ref_ap), abs(res.aupr_out - ref_apo))
         print(
-            f"\n  sklearn roc_auc + 2 x average_precision (one run): {t:.3f} s; "
+            f"\n  [{label}] sklearn roc_auc + 2 x average_precision (one run): {t:.3f} s; "
             f"max |difference| = {diff:.2e}"
         )
 
@@ -177,14 +195,16 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-sklearn-10m", action="store_true")
+    parser.add_argument("--ranking-only", action="store_true")
     args = parser.parse_args()
     print("# semshift.metrics benchmark")
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs visible"
     )
-    bench_ranking(args.n, args.repeat, not args.skip_sklearn_10m)
-    bench_many(args.repeat)
+    bench_ranking(args.n, args.repeat, not args.skip_sklearn_10m, not args.ranking_only)
+    if not args.ranking_only:
+        bench_many(args.repeat)
 
 
 if __name__ == "__main__":

@@ -44,13 +44,214 @@ Runs = tuple[IntArray, IntArray] | None
 
 def tie_runs(x: NDArray[np.floating]) -> Runs:
     """First and last index of every run of equal values in sorted ``x``; None if all distinct."""
-    neq = x[1:] != x[:-1]
-    if neq.all():
+    n = x.size
+    neq = np.not_equal(x[1:], x[:-1])
+    n_runs = int(np.count_nonzero(neq)) + 1
+    if n_runs >= n:
         return None
-    boundary = np.flatnonzero(neq)
-    first = np.concatenate(([0], boundary + 1))
-    last = np.concatenate((boundary, [x.size - 1]))
+    # Written block by block: the index arrays are filled in cache-sized pieces (no full-size
+    # temporaries, which cost more than the arithmetic on large inputs).
+    first = np.empty(n_runs, dtype=np.int64)
+    last = np.empty(n_runs, dtype=np.int64)
+    first[0], last[-1] = 0, n - 1
+    k = 0
+    for b0 in range(0, n - 1, _BLOCK):
+        idx = np.flatnonzero(neq[b0 : b0 + _BLOCK])
+        c = idx.size
+        np.add(idx, b0, out=last[k : k + c])
+        np.add(idx, b0 + 1, out=first[k + 1 : k + 1 + c])
+        k += c
     return first, last
+
+
+_BLOCK = 1 << 16  # elements per piece of the blockwise passes: their buffers stay in cache
+
+
+def _label_keys(s: NDArray[np.floating], m: NDArray[np.bool_]) -> FloatArray | None:
+    """The scores with the class label stored in their lowest mantissa bit, or None.
+
+    Possible when no score uses that bit, e.g. every float32 (or float16) score, also when
+    stored as float64: there the low 29 bits are zero. The bit is set so that, within a tie,
+    the ID key sorts first: ``bit = is_ood`` for a positive score (setting it moves the value
+    up) and ``not is_ood`` for a negative one (setting it moves the value down); scores that
+    differ keep their order, because they differ above that bit. ``-0.0`` is stored as
+    ``+0.0`` (equal scores must get equal keys). One ``np.sort`` of the keys then gives the
+    stable merge of the two classes (:meth:`RankCore.from_keys`).
+    """
+    if s.dtype not in (np.float16, np.float32, np.float64):
+        return None
+    n = s.size
+    keys = np.empty(n, dtype=np.float64)
+    bits = keys.view(np.int64)
+    scratch, flip = np.empty(min(n, _BLOCK), dtype=np.int64), np.empty(min(n, _BLOCK), bool)
+    for b0 in range(0, n, _BLOCK):
+        b1 = min(b0 + _BLOCK, n)
+        kb, bb, t, lab = keys[b0:b1], bits[b0:b1], scratch[: b1 - b0], flip[: b1 - b0]
+        np.add(s[b0:b1], 0.0, out=kb)  # float64, and -0.0 + 0.0 = +0.0
+        if np.bitwise_and(bb, 1, out=t).max():
+            return None
+        np.less(kb, 0.0, out=lab)
+        np.not_equal(lab, m[b0:b1], out=lab)  # is_ood, flipped for negative scores
+        np.bitwise_or(bb, lab, out=bb)
+    return keys
+
+
+def _key_labels(bits: IntArray, out: IntArray) -> IntArray:
+    """The label bit of sorted label keys (1 = OOD), see ``_label_keys``."""
+    np.right_shift(bits, 63, out=out)  # -1 for a negative score: its label bit is flipped
+    np.bitwise_xor(out, bits, out=out)
+    return np.bitwise_and(out, 1, out=out)
+
+
+class _KeyScan:
+    """What the threshold-free metrics need, read off sorted label keys in one blockwise pass.
+
+    A run is a maximal stretch of equal keys: equal scores of one class. Within a tie group the
+    ID run comes first, so the runs are exactly the within-class runs of equal scores that
+    :class:`RankCore`'s metrics sum over, and for a run starting at merged position ``s`` with
+    ``c`` ID scores before it, ``s - c`` OOD scores lie before it. Each metric's per-run terms
+    are those of the RankCore method it replaces, computed with the same integer and float
+    operations; the average-precision terms are written to one array each and summed once in
+    run order, so every value is bitwise the one the sorted-class path gives.
+    """
+
+    def __init__(self, keys: FloatArray, n_id: int) -> None:
+        bits = keys.view(np.int64)
+        self.bits = bits
+        n = bits.size
+        self.n, self.n1, self.n0 = n, n_id, n - n_id
+        self.terms_in, self.terms_out = np.empty(n_id), np.empty(n - n_id)
+        self.k_in = self.k_out = 0
+        self.c_id = self.c_ood = 0  # ID / OOD scores before the runs not yet added
+        self.sum_r = self.tied = 0  # sum over OOD scores of R (RankCore.auroc), tied pairs
+        self.gap_runs = self.gap_single = math.inf
+        self.d_min = 1 << 62  # smallest exact R n0 - (l + 1) n1 so far (see _gap_runs)
+        self.ood_ties = False
+        self.iota = np.arange(0)
+        self.prev_key, self.prev_len = int(bits[0]) ^ 2, 0  # no run before the first one
+        cp_pos: list[int] = []  # a checkpoint per added batch: its first run's position
+        cp_id: list[int] = []  # and the number of ID scores before it
+        pending = 0  # start of the last run seen: its end is the next run's start
+        for b0 in range(1, n, _BLOCK):
+            b1 = min(b0 + _BLOCK, n)
+            s = np.flatnonzero(bits[b0:b1] != bits[b0 - 1 : b1 - 1])
+            if s.size == 0:
+                continue
+            s += b0
+            starts = np.concatenate(([pending], s))
+            cp_pos.append(pending)
+            cp_id.append(self.c_id)
+            self._add(starts[:-1], np.diff(starts))
+            pending = int(s[-1])
+        cp_pos.append(pending)
+        cp_id.append(self.c_id)
+        self._add(np.array([pending]), np.array([n - pending]))
+        self.cp_pos, self.cp_id = np.array(cp_pos), np.array(cp_id)
+        n1, n0 = self.n1, self.n0
+        self.ap_in = float(self.terms_in[: self.k_in].sum()) / n1
+        self.ap_out = float(self.terms_out[: self.k_out].sum()) / n0
+        if self.ood_ties:  # RankCore.detection_error, with and without OOD tie runs
+            self.detection_error = 0.5 * (1.0 + min(0.0, self.gap_runs))
+        else:
+            self.detection_error = 0.5 * (1.0 + min(0.0, (self.gap_single + 1.0) / n1))
+
+    def _add(self, s: IntArray, length: IntArray) -> None:
+        """Add the runs starting at merged positions ``s`` (ascending) with lengths ``length``."""
+        n, n1, n0 = self.n, self.n1, self.n0
+        key = self.bits.take(s)
+        ood = _key_labels(key, np.empty_like(key)).astype(bool)  # OOD runs
+        # Tied ID-OOD pairs: an OOD run whose key is one above the previous run's (ID, same
+        # score) adds (ID run length) x (OOD run length).
+        step = np.empty_like(key)
+        step[0] = key[0] ^ self.prev_key
+        np.bitwise_xor(key[1:], key[:-1], out=step[1:])
+        cross = np.flatnonzero(step == 1)
+        if cross.size:
+            before = length.take(cross - 1)
+            if cross[0] == 0:
+                before[0] = self.prev_len
+            self.tied += int(np.dot(before, length.take(cross)))
+        self.prev_key, self.prev_len = int(key[-1]), int(length[-1])
+        # OOD runs (ap_out, detection_error, auroc): with l the OOD index of the
+        # run's last score and e its merged position, ln (l + 1) / (e + 1) and R = e - l.
+        i_ood = np.flatnonzero(ood)
+        ood_before = np.empty(i_ood.size + 1, dtype=np.int64)  # OOD scores before each run
+        ood_before[0] = self.c_ood
+        if i_ood.size:
+            ln, so = length.take(i_ood), s.take(i_ood)
+            last1 = np.cumsum(ln, out=ood_before[1:])  # l + 1
+            last1 += self.c_ood
+            self.c_ood = int(last1[-1])
+            end1 = so + ln  # e + 1
+            k = self.k_out
+            np.true_divide(ln * last1, end1, out=self.terms_out[k : k + i_ood.size])
+            self.k_out += i_ood.size
+            r = end1 - last1  # R: ID scores <= the run's score
+            self.sum_r += int(np.dot(ln, r))
+            self._gap_runs(r, last1)
+            if not self.ood_ties:
+                self.ood_ties = bool((ln > 1).any())
+                gap = np.multiply(last1, -(1.0 + n1 / n0))
+                gap += end1 - 1
+                self.gap_single = min(self.gap_single, float(gap.min()))
+        # ID runs (RankCore.ap_in): a run of ln equal ID scores starting at merged position p,
+        # after q OOD scores (the OOD runs before it: run index minus ID runs before it), has
+        # first ID index f = p - q and adds ln (n1 - f) / (n - p).
+        i_id = np.flatnonzero(~ood)
+        if i_id.size:
+            ln, p = length.take(i_id), s.take(i_id)
+            q = np.subtract(i_id, self._iota(i_id.size))
+            num = ood_before.take(q)
+            num += n1
+            num -= p
+            num *= ln
+            self.c_id += int(ln.sum())
+            np.subtract(n, p, out=p)
+            k = self.k_in
+            np.true_divide(num, p, out=self.terms_in[k : k + i_id.size])
+            self.k_in += i_id.size
+
+    def _iota(self, k: int) -> IntArray:
+        """0, 1, ..., k - 1 (cached)."""
+        if self.iota.size < k:
+            self.iota = np.arange(max(k, 2 * self.iota.size))
+        return self.iota[:k]
+
+    def _gap_runs(self, r: IntArray, last1: IntArray) -> None:
+        """Track min of R / n1 - (l + 1) / n0 over OOD runs (RankCore.detection_error).
+
+        When n1 n0 < 2**50, the rounded values (error below 1.5 * 2**-52) keep the order of
+        the exact ones, which differ by at least 1 / (n1 n0): only the runs with the smallest
+        exact value R n0 - (l + 1) n1, an integer, are evaluated in floating point.
+        """
+        n1, n0 = self.n1, self.n0
+        if n1 * n0 < 1 << 50:
+            d = r * n0
+            d -= last1 * n1
+            d_min = int(d.min())
+            if d_min > self.d_min:
+                return
+            at = np.flatnonzero(d == d_min)
+            r, last1 = r.take(at), last1.take(at)
+            if d_min < self.d_min:
+                self.d_min, self.gap_runs = d_min, math.inf
+        gap = r / n1
+        gap -= last1 / n0
+        self.gap_runs = min(self.gap_runs, float(gap.min()))
+
+    def position(self, index: int, ood: bool) -> int:
+        """Merged position of the class's ``index``-th smallest score (0-based)."""
+        before = self.cp_pos - self.cp_id if ood else self.cp_id
+        b = int(np.searchsorted(before, index, side="right")) - 1
+        pos, need = int(self.cp_pos[b]), index - int(before[b])
+        while True:
+            chunk = self.bits[pos : pos + _BLOCK]
+            lab = _key_labels(chunk, np.empty_like(chunk))
+            idx = np.flatnonzero(lab if ood else lab == 0)
+            if idx.size > need:
+                return pos + int(idx[need])
+            need -= idx.size
+            pos += chunk.size
 
 
 _MERGE_BLOCK = 1 << 17  # merged elements per block: cache-sized, small reusable buffers
@@ -127,10 +328,21 @@ class RankCore:
         id_runs: Runs | Literal["compute"] = "compute",
         merge: Literal["auto", "search", "sort"] = "auto",
     ) -> None:
-        self.id_sorted = id_sorted
-        self.ood_sorted = ood_sorted
-        n1, n0 = int(id_sorted.size), int(ood_sorted.size)
+        self._id_sorted: NDArray[np.floating] | None = id_sorted
+        self._ood_sorted: NDArray[np.floating] | None = ood_sorted
+        self._setup(int(id_sorted.size), int(ood_sorted.size), id_runs, merge)
+
+    def _setup(
+        self,
+        n1: int,
+        n0: int,
+        id_runs: Runs | Literal["compute"],
+        merge: Literal["auto", "search", "sort"],
+    ) -> None:
         self.n_id, self.n_ood, self.n = n1, n0, n1 + n0
+        # Set by from_keys: the sorted label keys and their run scan (None otherwise).
+        self._keys: FloatArray | None = None
+        self._scan: _KeyScan | None = None
         if merge == "auto":
             merge = "search" if n0 * math.log2(n1 + 1) <= 4 * (n1 + n0) else "sort"
         self._merge = merge
@@ -147,16 +359,100 @@ class RankCore:
 
     @classmethod
     def from_scores(cls, scores: ArrayLike, is_ood: ArrayLike, what: str) -> RankCore:
-        """Validate ``(scores, is_ood)`` and build the core (one in-place sort per class)."""
+        """Validate ``(scores, is_ood)`` and build the core.
+
+        When no score uses its lowest mantissa bit (float32 or float16 scores, also stored as
+        float64), the class label goes into that bit and one sort of the keys gives the merge
+        (:meth:`from_keys`); otherwise each class is sorted in place and merged blockwise.
+        """
         s = as_scores(scores)
         m = as_bool(is_ood, "is_ood", s.size)
         n_id, _ = check_both_classes(m, what)
+        keys = _label_keys(s, m)
+        if keys is not None:
+            keys.sort()
+            return cls.from_keys(keys, n_id)
         both = np.empty(s.size, dtype=s.dtype)
         np.compress(~m, s, out=both[:n_id])
         np.compress(m, s, out=both[n_id:])
         both[:n_id].sort()
         both[n_id:].sort()
         return cls(both[:n_id], both[n_id:])
+
+    @classmethod
+    def from_keys(cls, keys: FloatArray, n_id: int) -> RankCore:
+        """The core from the sorted keys of ``_label_keys`` (``n_id`` of them ID).
+
+        ``auroc``, ``fpr``, ``ap_in``, ``ap_out`` and ``detection_error`` are then read off
+        one blockwise scan of the keys (:class:`_KeyScan`); the sorted classes and the merge
+        positions, which the other methods read, are decoded from the keys on first use.
+        """
+        core = object.__new__(cls)
+        core._id_sorted = core._ood_sorted = None
+        core._setup(n_id, keys.size - n_id, "compute", "sort")
+        core._keys = keys
+        return core
+
+    def _decode_keys(self, keys: FloatArray) -> None:
+        """Sorted ID / OOD scores and their merge positions, from the sorted label keys."""
+        n_id = self.n_id
+        n, n0 = self.n, self.n_ood
+        bits = keys.view(np.int64)
+        id_sorted, ood_sorted = np.empty(n_id), np.empty(n0)
+        pos_id, pos_ood = np.empty(n_id, dtype=np.int64), np.empty(n0, dtype=np.int64)
+        w = min(n, _BLOCK)
+        scratch, ood_buf, id_buf = np.empty(w, np.int64), np.empty(w, bool), np.empty(w, bool)
+        i = j = 0
+        for b0 in range(0, n, _BLOCK):
+            b1 = min(b0 + _BLOCK, n)
+            bb, t, is_ood, is_id = (
+                bits[b0:b1],
+                scratch[: b1 - b0],
+                ood_buf[: b1 - b0],
+                id_buf[: b1 - b0],
+            )
+            np.right_shift(bb, 63, out=t)
+            np.bitwise_xor(t, bb, out=t)
+            np.bitwise_and(t, 1, out=t)  # the label bit, unflipped for negative scores
+            np.not_equal(t, 0, out=is_ood)
+            np.logical_not(is_ood, out=is_id)
+            q = np.flatnonzero(is_ood)
+            c = q.size
+            np.add(q, b0, out=pos_ood[j : j + c])
+            np.add(np.flatnonzero(is_id), b0, out=pos_id[i : i + b1 - b0 - c])
+            np.bitwise_and(bb, -2, out=t)  # the score itself (its lowest bit was 0)
+            v = t.view(np.float64)
+            np.compress(is_ood, v, out=ood_sorted[j : j + c])
+            np.compress(is_id, v, out=id_sorted[i : i + b1 - b0 - c])
+            i += b1 - b0 - c
+            j += c
+        self._id_sorted, self._ood_sorted = id_sorted, ood_sorted
+        self._pos_ood, self._pos_id = pos_ood, pos_id
+
+    @property
+    def id_sorted(self) -> NDArray[np.floating]:
+        """ID scores, ascending, shape (n1,)."""
+        if self._id_sorted is None:
+            assert self._keys is not None
+            self._decode_keys(self._keys)
+        assert self._id_sorted is not None
+        return self._id_sorted
+
+    @property
+    def ood_sorted(self) -> NDArray[np.floating]:
+        """OOD scores, ascending, shape (n0,)."""
+        if self._ood_sorted is None:
+            assert self._keys is not None
+            self._decode_keys(self._keys)
+        assert self._ood_sorted is not None
+        return self._ood_sorted
+
+    @property
+    def scan(self) -> _KeyScan | None:
+        """The run scan of the label keys (cores built by ``from_keys`` only), else None."""
+        if self._scan is None and self._keys is not None:
+            self._scan = _KeyScan(self._keys, self.n_id)
+        return self._scan
 
     # -- lazily derived state -------------------------------------------------------------
 
@@ -166,6 +462,8 @@ class RankCore:
 
         Computed on first use (the FPR needs only the two sorted arrays).
         """
+        if self._pos_ood is None and self._keys is not None:
+            self._decode_keys(self._keys)
         if self._pos_ood is None:
             sa, sb = self.id_sorted, self.ood_sorted
             if self._merge == "search":
@@ -174,6 +472,7 @@ class RankCore:
             else:
                 pos, self._pos_id, self._cross = _block_merge(sa, sb)
             self._pos_ood = pos
+        assert self._pos_ood is not None
         return self._pos_ood
 
     @property
@@ -226,6 +525,9 @@ class RankCore:
 
     def tied_pairs(self) -> int:
         """Number of (ID, OOD) pairs with equal scores."""
+        scan = self.scan
+        if scan is not None:
+            return scan.tied
         runs = self.ood_runs
         n0 = self.n_ood
         self.pos_ood  # noqa: B018 - the block merge also tells whether cross ties exist
@@ -266,12 +568,26 @@ class RankCore:
         """Mann-Whitney AUROC, ID positive: P(s_id > s_ood) + 0.5 P(s_id = s_ood)."""
         n1, n0 = self.n_id, self.n_ood
         # sum_j R_j with R_j = pos_ood[j] - j; U = n1 n0 - sum R + 0.5 * #(tied ID-OOD pairs).
-        sum_r = int(self.pos_ood.sum()) - n0 * (n0 - 1) // 2
+        scan = self.scan
+        if scan is not None:
+            sum_r = scan.sum_r
+        else:
+            sum_r = int(self.pos_ood.sum()) - n0 * (n0 - 1) // 2
         return (n1 * n0 - sum_r + 0.5 * self.tied_pairs()) / (n1 * n0)
 
     def fpr(self, tpr: float, convention: str) -> float:
         """FPR at the threshold reaching ``tpr`` recall of the class given by ``convention``."""
-        sa, sb, n1, n0 = self.id_sorted, self.ood_sorted, self.n_id, self.n_ood
+        n1, n0, scan = self.n_id, self.n_ood, self.scan
+        if scan is not None:
+            # A class's k-th score at merged position P has P - k scores of the other class
+            # before it: for an ID score those are the OOD scores below it (ties put OOD after
+            # ID); for an OOD score, the ID scores <= it.
+            if convention == "id_recall":
+                i = n1 - n_required(tpr, n1)
+                return float(n0 - (scan.position(i, ood=False) - i)) / n0
+            j = n_required(tpr, n0) - 1
+            return float(scan.position(j, ood=True) - j) / n1
+        sa, sb = self.id_sorted, self.ood_sorted
         if convention == "id_recall":
             k = n_required(tpr, n1)
             t = sa[n1 - k]  # largest t with #ID >= t at least k
@@ -321,6 +637,8 @@ class RankCore:
     def ap_in(self) -> float:
         """Average precision with ID positive, ranked by descending score."""
         n1, n = self.n_id, self.n
+        if self.scan is not None:
+            return self.scan.ap_in
         runs = self.id_runs
         if runs is None:
             # i-th smallest ID (0-based): TP = n1 - i, TP + FP = n - pos_id[i].
@@ -336,6 +654,8 @@ class RankCore:
     def ap_out(self) -> float:
         """Average precision with OOD positive, ranked by ascending score."""
         n0 = self.n_ood
+        if self.scan is not None:
+            return self.scan.ap_out
         runs = self.ood_runs
         if runs is None:
             # j-th smallest OOD (0-based): TP = j + 1, TP + FP = pos_ood[j] + 1.
@@ -380,6 +700,8 @@ class RankCore:
         n1, n0 = self.n_id, self.n_ood
         # 0.5 (1 + #ID below t / n1 - #OOD below t / n0) is smallest with t just above the last
         # OOD score of a group: #ID below = R_l, #OOD below = l + 1.
+        if self.scan is not None:
+            return self.scan.detection_error
         runs = self.ood_runs
         if runs is None:
             # (R_j / n1 - (j + 1) / n0) n1 = pos_ood[j] + 1 - (j + 1) (1 + n1 / n0)
