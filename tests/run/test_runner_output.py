@@ -48,8 +48,9 @@ def test_real_run_output_renders(tmp_path: Path) -> None:
     md = (out / "report.md").read_text()
     html = (out / "report.html").read_text()
     sections = re.findall(r'<a id="(\w+)"></a>', md)
-    assert sections[:8] == [
+    assert sections[:9] == [
         "osr",
+        "osr_class_pairs",  # SSB Fig. 1: here a sentence saying the stores have no image paths
         "newclass_failure",
         "decomposition",
         "graded",
