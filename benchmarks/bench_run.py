@@ -283,7 +283,9 @@ def main() -> None:
         print(f"  {stage:9s} {sec:8.1f} s wall {cpu:8.1f} s CPU (all threads)")
     print(
         "  detectors (fit s / score s over id_test + every set / share of the detector time; "
-        "main model only; each in its worker thread, so they add up to more than the wall time):"
+        "main model only; each in its worker thread, so they add up to more than the wall time; "
+        "a computation several detectors share, such as the scan of the training rows of knn, "
+        "grood and gmm, counts for the detector that ran it):"
     )
     det_total = sum(sum(v.values()) for v in first["detectors"].values()) or 1.0
     for name, info in sorted(first["detectors"].items(), key=lambda kv: -sum(kv[1].values())):

@@ -128,8 +128,10 @@ def test_sampling_ratio_takes_evenly_spaced_rows() -> None:
     full = detectors.get("grood").fit(**sub)
     np.testing.assert_allclose(det.prototypes_, full.prototypes_)
     assert det.n_bank_ == full.n_bank_
-    np.testing.assert_array_equal(
-        det.score(features=problem.h_test), full.score(features=problem.h_test)
+    # the shared scan centres every training row on the mean of all of them (the subset's
+    # detector on the subset's): float32 rounding apart, the same scores
+    np.testing.assert_allclose(
+        det.score(features=problem.h_test), full.score(features=problem.h_test), rtol=1e-6
     )
 
 

@@ -58,8 +58,7 @@ def test_numpy_search_returns_sorted_topk_with_lowest_index_ties() -> None:
 def test_auto_backend_dispatch(data) -> None:
     train, test = data
     det = detectors.get("knn", k=5).fit(features=train)
-    expected_backend = "faiss" if _search.faiss_available() else "numpy"
-    assert det.backend_ == expected_backend
+    assert det.backend_ == "scan"  # "auto": the shared scan (detectors/_scan.py)
     np.testing.assert_allclose(
         det.score(features=test), _brute_kth_distance(train, test, 5), rtol=0, atol=1e-6
     )

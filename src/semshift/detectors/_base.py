@@ -23,7 +23,7 @@ from semshift.errors import InputError, NotFittedError
 
 from ._common import row_blocks
 from ._params import ParamConstraints, SearchSpace, validate_params
-from ._shared import SharedResults, chunks
+from ._shared import Request, SharedResults, chunks
 
 __all__ = ["INPUT_NAMES", "LEVELS", "Detector", "Inputs"]
 
@@ -480,6 +480,15 @@ class Detector:
 
     def _score(self, inputs: Inputs) -> Float64Array:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def requests(self) -> tuple[Request, ...]:
+        """The shared computations this fitted detector consumes when scored (default none).
+
+        :func:`score_many` declares them to its :class:`SharedResults`, so that one
+        computation serves every detector of a request's group (see
+        :class:`~semshift.detectors._shared.Request`); the scores are the same either way.
+        """
+        return ()
 
 
 def require_class_counts(

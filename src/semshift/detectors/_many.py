@@ -173,6 +173,18 @@ def score_many(
     if order is not None:
         first = [n for n in order if n in detectors]
         names = first + [n for n in names if n not in set(first)]
+    # what the detectors declare they consume; the first of each group computes it for all,
+    # so the others start last (they would wait for it in a worker)
+    groups: set[Any] = set()
+    later: list[str] = []
+    for name in names:
+        reqs = detectors[name].requests()
+        for req in reqs:
+            shared.declare(req)
+        if reqs and all(r.group in groups for r in reqs):
+            later.append(name)
+        groups.update(r.group for r in reqs)
+    names = [n for n in names if n not in set(later)] + later
     out = ManyScores()
 
     def one(name: str) -> None:

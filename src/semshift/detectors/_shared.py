@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -28,7 +29,7 @@ from semshift.errors import InputError
 
 from . import _common
 
-__all__ = ["SharedResults", "chunks", "digest"]
+__all__ = ["Request", "SharedResults", "chunks", "digest"]
 
 T = TypeVar("T")
 
@@ -65,6 +66,22 @@ def chunks(n_rows: int) -> Iterator[slice]:
         yield slice(start, min(start + step, n_rows))
 
 
+@dataclass(frozen=True)
+class Request:
+    """A shared computation a fitted detector declares it consumes (:meth:`Detector.requests`).
+
+    Requests with the same ``group`` are served by one computation: the first detector scored
+    computes it for every request of the group declared to the :class:`SharedResults` (by
+    :func:`score_many`), the others read their part. ``token`` names the request's own part (a
+    digest of the detector's fitted state and parameters); ``payload`` is what the computation
+    needs from the detector (for example the reduction it applies to a shared product).
+    """
+
+    group: Hashable
+    token: str
+    payload: Any = field(compare=False)
+
+
 class SharedResults:
     """Memo of quantities several detectors compute on the same inputs (thread-safe).
 
@@ -92,8 +109,22 @@ class SharedResults:
         self.arrays: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         self._lock = threading.Lock()
         self._items: dict[Hashable, Future[Any]] = {}
+        self._requests: dict[Hashable, dict[str, Request]] = {}
         self.hits = 0
         self.misses = 0
+
+    def declare(self, request: Request) -> None:
+        """Record that a detector scored with this object consumes ``request``."""
+        with self._lock:
+            self._requests.setdefault(request.group, {})[request.token] = request
+
+    def declared(self, request: Request) -> list[Request]:
+        """``request`` and every other request declared in its group, sorted by token (the
+        same list, whichever member asks)."""
+        with self._lock:
+            group = dict(self._requests.get(request.group, {}))
+        group[request.token] = request
+        return [group[t] for t in sorted(group)]
 
     def check(self, given: Mapping[str, Any], owner: str) -> None:
         """Raise :class:`InputError` unless every array in ``given`` is the bound one."""

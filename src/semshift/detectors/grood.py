@@ -13,7 +13,9 @@ from ._base import Float64Array, Inputs
 from ._common import F32, F64, class_sums, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
+from ._scan import TrainRows, kth_largest, scan_request, scan_scores, train_rows
 from ._search import BACKENDS, InnerProductIndex, SearchDetector, resolve_backend
+from ._shared import Request, digest
 
 __all__ = ["GrOOD"]
 
@@ -42,9 +44,12 @@ class GrOOD(SearchDetector):
 
     Distances to the prototypes come from float32 products of vectors centred at m (so the
     products do not cancel large norms), log p_m from a float64 log-sum-exp; the neighbour
-    search is exact (faiss ``IndexFlatIP`` or blocked NumPy, on the gradients augmented by
-    ``-||g_j||^2 / 2`` so that the largest inner product is the nearest gradient), and the
-    k-th distance is recomputed in float64.
+    search is exact and the k-th distance is recomputed in float64. With ``backend="auto"`` the
+    search is the shared scan of the training rows (docs/methods.md#shared-scans): g is a
+    per-row factor times ``h - m``, so ``2 g.g_j - ||g_j||^2`` follows from the float32 product
+    of the centred test and training rows that knn and gmm use too, by per-row and per-column
+    terms. ``"faiss"`` (``IndexFlatIP``) and ``"numpy"`` search an index of the gradients
+    augmented by ``-||g_j||^2 / 2`` (the largest inner product is the nearest gradient).
 
     The OOD prototype: OpenOOD v1.5's configuration (``use_val_ood: True``) takes the mean
     feature of validation OOD images, ``noise="val_ood"`` here (fit then needs
@@ -69,7 +74,7 @@ class GrOOD(SearchDetector):
         The OOD prototype: the mean of the class prototypes, or the mean of the validation
         OOD features given to fit (``val_ood_features``).
     backend : {"auto", "numpy", "faiss"}, default "auto"
-        Search backend; ``"auto"`` uses faiss when importable.
+        Search backend; ``"auto"`` is the shared scan.
 
     Attributes
     ----------
@@ -80,7 +85,7 @@ class GrOOD(SearchDetector):
     n_bank_ : int
         Number of bank gradients (correctly classified training rows used).
     backend_ : str
-        The backend used ("numpy" or "faiss").
+        The backend used ("scan", "numpy" or "faiss").
 
     Raises
     ------
@@ -170,15 +175,57 @@ class GrOOD(SearchDetector):
                 f"{m} training rows used are correctly classified (the bank); lower k or give "
                 "more training rows"
             )
+        self.n_bank_ = int(correct.size)
+        if self.backend == "auto":
+            self._fit_scan(inputs, correct if rows is None else rows[correct], x[correct])
+            return
         d = int(x.shape[1])
         bank = np.empty((correct.size, d + 1), dtype=np.float32)
         for sl in row_blocks(correct.size, 48 * (d + n_classes)):
             g = self.gradients(x[correct[sl]])
             bank[sl, :d] = g
             bank[sl, d] = -0.5 * np.einsum("ij,ij->i", g, g)
-        self.n_bank_ = int(correct.size)
         self.backend_ = resolve_backend("grood", self.backend)
         self._index = InnerProductIndex(bank, self.backend_)
+
+    def _fit_scan(self, inputs: Inputs, cols: np.ndarray, x_bank: np.ndarray) -> None:
+        """The column terms of the shared scan; ``cols`` are the bank's training rows."""
+        self.backend_ = "scan"
+        self._rows: TrainRows = train_rows(inputs)
+        n_train = int(self._rows.rows32.shape[0])
+        e = self._rows.center - self.noise_prototype_  # c - m
+        self._a = np.zeros(n_train, dtype=np.float64)  # g_j = a_j (x_j - m); 0 off the bank
+        for sl in row_blocks(cols.size, 48 * (x_bank.shape[1] + self.prototypes_.shape[0])):
+            self._a[cols[sl]] = self._factors(x_bank[sl])[1]
+        # a_j e.(x_j - c), and ||g_j||^2 (+inf off the bank: never a neighbour)
+        self._col = self._a * (self._rows.rows32 @ e.astype(np.float32)).astype(np.float64)
+        self._sq = np.full(n_train, np.inf)
+        for sl in row_blocks(cols.size, 8 * x_bank.shape[1]):
+            diff = self._rows.rows(cols[sl]) - self.noise_prototype_
+            self._sq[cols[sl]] = self._a[cols[sl]] ** 2 * np.einsum("ij,ij->i", diff, diff)
+        self._token = digest("grood", self.k, self._a, e, self._rows.token)
+
+    def requests(self) -> tuple[Request, ...]:
+        if getattr(self, "backend_", None) != "scan":
+            return ()
+        return (scan_request(self._rows, self._token, self._reduce),)
+
+    def _reduce(self, hc: F64, prod: F32) -> Float64Array:
+        """Scores of one block of the scan. With e = c - m, ``(h - m).(x_j - m) = P + (h -
+        c).e + e.(x_j - c) + e.e``, so ``2 g.g_j - ||g_j||^2 = 2 a ((P + r) a_j + y_j) -
+        ||g_j||^2`` (r, y_j the row and column terms), largest at the nearest bank gradient."""
+        c = self._rows.center
+        e = c - self.noise_prototype_
+        hm, a = self._factors(hc + c)
+        t = np.add(prod, (hc @ e + e @ e)[:, None])
+        t *= self._a
+        t += self._col
+        t *= 2.0 * a[:, None]
+        t -= self._sq
+        j = kth_largest(t, int(self.k))
+        del t
+        diff = hm * a[:, None] - (self._rows.rows(j) - self.noise_prototype_) * self._a[j, None]
+        return -np.einsum("ij,ij->i", diff, diff)
 
     def _noise_prototype(self, inputs: Inputs) -> F64:
         """The OOD prototype m (D,), float64, that ``noise`` names."""
@@ -195,6 +242,11 @@ class GrOOD(SearchDetector):
 
     def gradients(self, h: np.ndarray) -> F64:
         """The gradients g(h) (n, D), float64, of feature rows ``h`` (n, D) (after ``fit``)."""
+        hc, a = self._factors(h)
+        return hc * a[:, None]
+
+    def _factors(self, h: np.ndarray) -> tuple[F64, F64]:
+        """``h - m`` (n, D) and the factor a (n,) with ``g(h) = a (h - m)``, float64."""
         hc = np.asarray(h, dtype=np.float64) - self.noise_prototype_
         sq = np.einsum("ij,ij->i", hc, hc)
         # squared distances to the class prototypes from centred float32 products
@@ -208,9 +260,11 @@ class GrOOD(SearchDetector):
         total = np.exp(s - top[:, None]).sum(axis=1) + np.exp(-dist_m - top)
         p_m = np.exp(-dist_m - top) / total  # softmax entry of the OOD prototype
         # (h - m) / ||h - m||, the zero vector at h = m (torch's subgradient of the norm)
-        return hc * (p_m / np.maximum(dist_m, 1e-12))[:, None]
+        return hc, p_m / np.maximum(dist_m, 1e-12)
 
     def _score(self, inputs: Inputs) -> Float64Array:
+        if self.backend_ == "scan":
+            return scan_scores(inputs, self.requests()[0])
         h = inputs.get("features")
         k = int(self.k)
         d = int(h.shape[1])

@@ -48,10 +48,19 @@ def unit_rows(x: np.ndarray) -> F32:
 
 
 def probabilities(z: np.ndarray) -> F32:
-    """Row-wise softmax of logits (n, C), computed in float64 blocks, stored as float32."""
+    """Row-wise softmax of logits (n, C), computed in float64 blocks, stored as float32.
+
+    Probabilities below ``2^-63`` (1.1e-19) are stored as 0, so that no product of two is a
+    subnormal float32: a confident classifier has many tiny probabilities, and products with
+    subnormal results ran the class agreements twenty times slower. An agreement changes by
+    less than ``C 2^-63``, far below the float32 rounding of one that can reach the threshold.
+    """
     out = np.empty(z.shape, dtype=np.float32)
+    tiny = 2.0**-63  # its square is 2^-126, the smallest normal float32
     for sl in row_blocks(z.shape[0], 24 * z.shape[1]):
-        out[sl] = softmax(np.asarray(z[sl], dtype=np.float64))
+        prob = softmax(np.asarray(z[sl], dtype=np.float64))
+        prob[prob < tiny] = 0.0
+        out[sl] = prob
     return out
 
 
@@ -68,11 +77,13 @@ class Relation(Detector):
     against chunks of training rows), sums in float64; the (n_test, n_train) matrix is never
     materialised. Since ``<f, f_j> <= 1``, an edge needs ``<p, p_j> > threshold``: training
     and test rows are sorted by predicted class (rows with more than ``threshold`` of
-    probability elsewhere last), the class agreements are computed first, and the feature
-    products only for the (group of test rows, tile of training rows) cells with an agreement
-    above ``threshold / (1 + margin)``, the margin (:func:`skip_margin`) covering float32
-    rounding; for a confident classifier few cells remain, and the scores are those of the full
-    computation. The fitted state holds the normalised training features and
+    probability elsewhere last), and the agreements and feature products are computed only
+    for the (group of test rows, tile of training rows) cells where an upper bound of the
+    agreement (``p_ja + sum_(c != a) p_c``, a the predicted class, ``p_ja`` at most the tile's
+    largest probability of class a) exceeds ``threshold / (1 + margin)``, the margin
+    (:func:`skip_margin`) covering float32 rounding; for a confident classifier few cells
+    remain, and the scores are those of the full computation (to the float64 summation order).
+    The fitted state holds the normalised training features and
     probabilities in float32, ``4 n_train (D + C)`` bytes: subsample the training set to bound
     it.
 
@@ -124,6 +135,8 @@ class Relation(Detector):
         self._probs = p[order]
         self._features = unit_rows(inputs.get("features"))[order]
         self.n_train_ = int(self._features.shape[0])
+        # per tile of TILE training rows, the largest probability of each class (tiles, C)
+        self._tile_max = np.maximum.reduceat(self._probs, np.arange(0, self.n_train_, TILE))
 
     def _score(self, inputs: Inputs) -> Float64Array:
         p = probabilities(inputs.get("logits"))
@@ -132,21 +145,28 @@ class Relation(Detector):
         n, n_train = f.shape[0], self.n_train_
         chunk = min(n_train, BANK_CHUNK)
         thr = np.float32(self.threshold)
-        skip_at = np.float32(float(self.threshold) / (1.0 + skip_margin(f.shape[1])))
+        skip_at = float(self.threshold) / (1.0 + skip_margin(f.shape[1]))
+        # a float32 agreement of C non-negative terms exceeds the exact one by at most C u
+        need_above = skip_at / (1.0 + 2.0 * p.shape[1] * 2.0**-24)
         power = np.float32(self.power)
         sums = np.zeros(n, dtype=np.float64)
         # per test row: the agreements and the edges of a chunk (float32), a mask
         for block in row_blocks(n, 10 * chunk):
             for r0 in range(block.start, block.stop, TEST_ROWS):
                 r1 = min(r0 + TEST_ROWS, block.stop)
+                top = p[r0:r1].argmax(axis=1)
+                rest = p[r0:r1].sum(axis=1, dtype=np.float64) - p[r0:r1].max(axis=1)
                 for c0 in range(0, n_train, chunk):
                     c1 = min(c0 + chunk, n_train)
-                    sim = p[r0:r1] @ self._probs[c0:c1].T
-                    for g0, g1, a, b in self._products(sim, skip_at):
+                    tiles = self._tile_max[c0 // TILE : -(-c1 // TILE)]
+                    # <p, p_j> <= p_j[top] + sum_(c != top) p_c for every j of a tile
+                    bound = tiles[:, top].T.astype(np.float64) + rest[:, None]
+                    for g0, g1, a, b in self._products(bound, need_above, c1 - c0):
+                        sim = p[r0 + g0 : r0 + g1] @ self._probs[c0 + a : c0 + b].T
                         rel = f[r0 + g0 : r0 + g1] @ self._features[c0 + a : c0 + b].T
                         # threshold >= 0 and <p, p_j> >= 0: a negative <f, f_j> gives
                         # r_j <= 0, cut anyway, so clamping it at 0 first changes nothing
-                        rel *= sim[g0:g1, a:b]
+                        rel *= sim
                         kept = rel > thr
                         if power != 1:
                             rel **= power
@@ -166,18 +186,24 @@ class Relation(Detector):
         return np.argsort(np.where(spread, top + p.shape[1], top), kind="stable")
 
     @staticmethod
-    def _products(sim: F32, skip_at: np.float32) -> list[tuple[int, int, int, int]]:
-        """The feature products a block needs: ``(g0, g1, a, b)`` for test rows ``[g0, g1)``
-        and training columns ``[a, b)`` of ``sim`` (the class agreements of the block).
+    def _products(
+        bound: np.ndarray, need_above: float, cols: int
+    ) -> list[tuple[int, int, int, int]]:
+        """The products a block needs: ``(g0, g1, a, b)`` for test rows ``[g0, g1)`` and
+        training columns ``[a, b)`` of the chunk (``cols`` columns).
 
-        A tile of columns is needed by a group of rows when one of its agreements exceeds
-        ``skip_at``; consecutive needed tiles make one product.
+        ``bound`` (rows, tiles) bounds every class agreement of a row with a tile's rows: with
+        a the row's predicted class, ``<p, p_j> = p_a p_ja + sum_(c != a) p_c p_jc <= p_ja +
+        sum_(c != a) p_c``, and ``p_ja`` is at most the tile's largest probability of class a.
+        A tile is needed by a group of rows when the bound of one of them exceeds
+        ``need_above`` (the skip threshold lowered by the float32 rounding of the agreement
+        product); consecutive needed tiles make one product. The agreements and the feature products
+        are computed for the needed cells only: for a confident classifier a test row meets
+        the few tiles holding its predicted class.
         """
-        rows, cols = sim.shape
+        rows = bound.shape[0]
         row_starts = np.arange(0, rows, GROUP_ROWS)
-        col_starts = np.arange(0, cols, TILE)
-        tile_max = np.maximum.reduceat(np.maximum.reduceat(sim, col_starts, axis=1), row_starts)
-        need = tile_max > skip_at  # (groups, tiles)
+        need = np.maximum.reduceat(bound, row_starts, axis=0) > need_above  # (groups, tiles)
         if need.mean() > DENSE_ABOVE:
             return [(0, rows, a, b) for a, b in _runs(np.asarray(need.any(axis=0)), cols)]
         return [
