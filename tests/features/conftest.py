@@ -38,3 +38,18 @@ def images(tmp_path):
     root = tmp_path / "imgs"
     write_images(root, {"cat": 5, "dog": 4, "owl": 3})
     return root
+
+
+def count_decodes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the images decoded from here on (``semshift.features.data.load_image`` calls)."""
+    import semshift.features.data as data_module
+
+    calls = {"n": 0}
+    real = data_module.load_image
+
+    def load(path: Path) -> object:
+        calls["n"] += 1
+        return real(path)
+
+    monkeypatch.setattr(data_module, "load_image", load)
+    return calls

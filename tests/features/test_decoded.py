@@ -6,14 +6,13 @@ import pytest
 import torch
 from PIL import Image
 
-import semshift.features.data as data_module
 from semshift.features import open_store
 from semshift.features.data import image_folder
 from semshift.features.decoded import DecodedMemo, active_memo, shared_decoding
 from semshift.features.extract import extract
 from semshift.features.models import load_model
 
-from .conftest import write_images
+from .conftest import count_decodes, write_images
 
 KW = {"preset": "resize36-crop32", "batch_size": 3, "shard_size": 5, "progress": False}
 KW |= {"fsync": False, "workers": 0}
@@ -56,16 +55,7 @@ def test_context_is_scoped_and_nests() -> None:
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts the images decoded (``load_image`` calls)."""
-    calls = {"n": 0}
-    real = data_module.load_image
-
-    def load(path):
-        calls["n"] += 1
-        return real(path)
-
-    monkeypatch.setattr(data_module, "load_image", load)
-    return calls
+    return count_decodes(monkeypatch)
 
 
 def test_second_model_reads_the_kept_batches_and_stores_are_identical(tmp_path, counted):

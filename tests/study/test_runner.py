@@ -155,16 +155,9 @@ def test_a_dataset_that_reproduces_ssb_gets_the_published_numbers_beside(study_r
 
 def test_the_models_of_a_dataset_share_its_decoded_images(study_root, tmp_path, monkeypatch):
     """Run one after another, the second model's cell reads the first one's decoded images."""
-    import semshift.features.data as data_module
+    from tests.features.conftest import count_decodes
 
-    calls = {"n": 0}
-    real = data_module.load_image
-
-    def load(path):
-        calls["n"] += 1
-        return real(path)
-
-    monkeypatch.setattr(data_module, "load_image", load)
+    calls = count_decodes(monkeypatch)
     d = study_dict(study_root, output=str(tmp_path / "s"), jobs=1)
     d["models"] = d["models"][:2]
     result = run_study(load_study(d, base_dir=study_root), report=False)
