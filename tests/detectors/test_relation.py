@@ -97,16 +97,12 @@ def reference_relation(
     return get_relation(feature, feat_train, prob, prob_train, pow=pow).double().numpy()
 
 
-@pytest.mark.parametrize(
-    ("power", "tiles", "dense_above"),
-    [(1, False, 0.3), (2, False, 0.3), (1, True, 1.0), (2, True, 1.0), (1, True, 0.0)],
-)
+@pytest.mark.parametrize(("power", "tiles"), [(1, False), (2, False), (1, True), (2, True)])
 def test_agrees_with_released_code(
-    power: int, tiles: bool, dense_above: float, monkeypatch: pytest.MonkeyPatch
+    power: int, tiles: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if tiles:  # small tiles and groups: tiles are skipped (dense_above 1: never a full block)
-        for attr, value in [("BANK_CHUNK", 96), ("TEST_ROWS", 40), ("GROUP_ROWS", 8),
-                            ("TILE", 16), ("DENSE_ABOVE", dense_above)]:  # fmt: skip
+    if tiles:  # small tiles, several chunks of them, no padding: tiles are skipped
+        for attr, value in [("BANK_CHUNK", 96), ("TILE", 16), ("MIN_MULADDS", 0)]:
             monkeypatch.setattr(semshift.detectors.relation, attr, value)
     rng = np.random.default_rng(5)
     d, c, n_train = 16, 6, 700
