@@ -34,6 +34,9 @@ _MARGIN = 50.0
 #: A class group where more than this share of (row, class) pairs needs recomputing is
 #: recomputed whole, one float64 product instead of one per class.
 _DENSE_SHARE = 0.05
+#: Test rows per sparse product of the shared scan's first pass (``GMM._reduce``): the
+#: product's operands, 4 (n_train + C + sum r_c) bytes a row, stay in cache.
+_SCAN_ROWS = 64
 
 
 def _class_spectrum(x: Any, rows: NDArray[np.intp], mean: F64) -> tuple[F64, F64, F64 | None]:
@@ -85,9 +88,10 @@ class GMM(Detector):
     with a bound on their error, the classes that matter to each row (within 50 nats of its
     best); those are recomputed in float64 (see ``_score``). When every class has fewer
     training rows than dimensions, the first pass comes from the shared scan of the training
-    rows (docs/methods.md#shared-scans; the product knn and grood use too) by a sparse product
-    with the SVD coefficients of each class, with its own error bound (``_fit_scan``): the
-    scores are the same float64 ones.
+    rows (docs/methods.md#shared-scans; the product knn and grood use too): two float32 sparse
+    products with the class means and the SVD coefficients of each class, with their own
+    error bound (``_fit_scan``), and the float64 recomputation pair by pair: the scores are the
+    same float64 ones.
 
     OpenOOD's ``gmm`` postprocessor is a different model: an unsupervised
     ``sklearn.mixture.GaussianMixture`` (EM, a configured number of components, one *tied*
@@ -188,6 +192,7 @@ class GMM(Detector):
         del parts
         self.ranks_ = np.array([q.shape[1] for q in blocks], dtype=np.int64)
         self._col_bounds = np.concatenate([[0], np.cumsum(self.ranks_)])
+        self._offsets = np.concatenate(offsets)
         if self._rows is not None:
             self._fit_scan(coefs, order, counts)
         del coefs
@@ -198,21 +203,31 @@ class GMM(Detector):
             self._qt[self._col_bounds[c] : self._col_bounds[c + 1]] = blocks[c].T
             blocks[c] = None
         del blocks
-        self._offsets = np.concatenate(offsets)
         # float32 Q for the first pass of scoring, the norms of its columns for the error bound
+        # (the shared scan's first pass has its own, from _fit_scan)
         if self._rows is None:
             self._qt32 = self._qt.astype(np.float32)
             self._q_norms = np.sqrt(np.einsum("ij,ij->i", self._qt, self._qt))
-        self._q_sq_norms = np.zeros(n_classes, dtype=np.float64)
-        nz = self.ranks_ > 0
-        if nz.any():
-            self._q_sq_norms[nz] = np.add.reduceat(self._q_norms**2, self._col_bounds[:-1][nz])
+            self._q_sq_norms = np.zeros(n_classes, dtype=np.float64)
+            nz = self.ranks_ > 0
+            if nz.any():
+                self._q_sq_norms[nz] = np.add.reduceat(self._q_norms**2, self._col_bounds[:-1][nz])
         self.log_dets_ = np.array(log_dets, dtype=np.float64)
         self.log_weights_ = np.log(counts / n)
         # log pi_c - (log det + D log 2 pi) / 2: the part of the log density that is not MD
         self._constant = self.log_weights_ - 0.5 * (self.log_dets_ + d * math.log(2 * math.pi))
         if self._rows is not None:
             self._token = digest("gmm", self.reg, self._qt, self._constant, self._rows.token)
+            # const - ||s_c||^2 / (2 reg): the first pass's per-class term, in float32
+            self._scan_const = (self._constant - (0.5 / reg) * self._shifted_sq).astype(np.float32)
+            # the largest of each over the classes, for the first screening (``_scan_slack``)
+            self._scan_max = (
+                float(self._scan_k.max()),
+                float(self._scan_g.max()),
+                float(self._scan_a.max()),
+                float((self._shifted_norm + self._scan_a).max()),
+                float(np.abs(self._scan_const.astype(np.float64)).max()),
+            )
 
     def _groups(self, budget: int) -> Iterator[tuple[int, int]]:
         """Consecutive class ranges whose columns of Q number at most ``budget`` (or one class)."""
@@ -235,6 +250,8 @@ class GMM(Detector):
         log density -MD/2 + const, MD = (||hb||^2 - 2 hb . s_c + ||s_c||^2) / reg -
         sum_j p_j^2, p_j = hb . q_j - s_c . q_j, is then off by at most
         beta ||s_c|| / reg + beta sum_j |p_j| ||q_j|| + beta^2 sum_j ||q_j||^2 / 2.
+        From the shared scan, the first pass and its bound are ``_fit_scan``'s, and the sum
+        takes the recomputed classes only (the others together under C e^-50 of it).
         """
         if self._rows is not None:
             return scan_scores(inputs, self.requests()[0])
@@ -243,7 +260,7 @@ class GMM(Detector):
         out = np.empty(n, dtype=np.float64)
         for sl in row_blocks(n, 16 * d + 48 * self.means_.shape[0]):
             hb = np.asarray(h[sl], dtype=np.float64) - self._center
-            out[sl] = self._score_block(hb, None)
+            out[sl] = self._score_block(hb)
         return out
 
     def requests(self) -> tuple[Request, ...]:
@@ -253,10 +270,96 @@ class GMM(Detector):
         return (scan_request(self._rows, self._token, self._reduce),)
 
     def _reduce(self, hc: F64, prod: F32) -> Float64Array:
-        """Scores of one block of the shared scan: the first-pass projections ``(h - c).q_j``
-        from the product P with the training rows, ``sum_i P_i B_ij`` (see ``_fit_scan``)."""
-        proj = np.asarray((self._coef_t @ prod.T).T)
-        return self._score_block(hc, proj)
+        """Scores of one block of the shared scan: the first pass (``_scan_first_pass``),
+        then in float64 every class that may come within ``_MARGIN`` of a row's best; the
+        score is the log-sum-exp of these (each class left out lies more than ``_MARGIN``
+        below the best: together they would add under C e^-50 of the sum)."""
+        rows, n_classes = int(prod.shape[0]), self.means_.shape[0]
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: checked below
+            log_density, dot, proj_sq, hb_sq, hb_norm = self._scan_first_pass(hc, prod)
+        if not np.isfinite(log_density).all():  # beyond float32 (reg ~1e-30): all in float64
+            every_pair = np.ones((rows, n_classes), dtype=np.bool_)
+            return self._recompute_and_sum(hc, hb_sq, np.zeros(every_pair.shape), every_pair)
+        # the classes within reach of a row's best under the largest bound of any class, then
+        # of these the pairs within reach under their own bound (those of the full comparison)
+        at = np.arange(rows)
+        best = log_density.argmax(axis=0)
+        top = log_density[best, at].astype(np.float64)
+        reach = top - 2.0 * self._scan_slack(hb_sq, hb_norm, proj_sq.max(axis=0), None, None)
+        reach -= _MARGIN
+        reach -= 2 * _U32 * np.abs(reach)  # rounded to float32 below, never above
+        classes, members = np.nonzero(log_density >= reach.astype(np.float32))
+        slack = self._scan_slack(
+            hb_sq[members], hb_norm[members], proj_sq[classes, members], dot[classes, members],
+            classes,
+        )  # fmt: skip
+        at_best = self._scan_slack(hb_sq, hb_norm, proj_sq[best, at], dot[best, at], best)
+        first = log_density[classes, members].astype(np.float64)
+        keep = first + slack >= top[members] - at_best[members] - _MARGIN
+        classes, members = classes[keep], members[keep]
+        del dot, proj_sq, slack, first
+        if classes.size > _DENSE_SHARE * log_density.size:
+            recompute = np.zeros((rows, n_classes), dtype=np.bool_)
+            recompute[members, classes] = True
+            everyone = log_density.T.astype(np.float64)
+            return self._recompute_and_sum(hc, hb_sq, everyone, recompute)
+        values = self._recompute_pairs(hc, hb_sq, classes, members)
+        top = np.full(rows, -np.inf)
+        np.maximum.at(top, members, values)
+        total = np.bincount(members, weights=np.exp(values - top[members]), minlength=rows)
+        return np.log(total) + top
+
+    def _scan_first_pass(self, hc: F64, prod: F32) -> tuple[F32, F32, F32, F64, F64]:
+        """The first pass of a block of the shared scan (``_fit_scan``): the log densities
+        (C, rows) in a class-major layout, in float32, the float32 hb.s_c and sum_j p_j^2
+        (C, rows) they come from, ||hb||^2 and ||hb|| (rows,). Two float32 sparse products on
+        sub-blocks of ``_SCAN_ROWS`` rows (their operands stay in cache)."""
+        rows, n_train = (int(v) for v in prod.shape)
+        n_classes = self.means_.shape[0]
+        dot = np.empty((n_classes, rows), dtype=np.float32)  # hb.s_c
+        proj_sq = np.empty((n_classes, rows), dtype=np.float32)  # sum_j p_j^2
+        buffer = np.empty((n_train + 1) * min(rows, _SCAN_ROWS), dtype=np.float32)
+        for r0 in range(0, rows, _SCAN_ROWS):
+            r1 = min(rows, r0 + _SCAN_ROWS)
+            # [P^T; 1]: the products with the training rows, a row of ones for the offsets
+            x = buffer[: (n_train + 1) * (r1 - r0)].reshape(n_train + 1, r1 - r0)
+            x[:n_train] = prod[r0:r1].T
+            x[n_train] = 1.0
+            y = np.asarray(self._scan_w @ x)  # (C + sum r_c, r1 - r0): hb.s_c, then p_j
+            dot[:, r0:r1] = y[:n_classes]
+            proj = y[n_classes:]
+            np.multiply(proj, proj, out=proj)
+            proj_sq[:, r0:r1] = self._scan_sum @ proj
+        reg = float(self.reg)
+        hb_sq = np.einsum("ij,ij->i", hc, hc)
+        # -MD / 2 + const, MD = (||hb||^2 - 2 hb.s_c + ||s_c||^2) / reg - sum_j p_j^2
+        log_density = np.multiply(dot, np.float32(1.0 / reg))
+        log_density += self._scan_const[:, None]
+        log_density -= ((0.5 / reg) * hb_sq).astype(np.float32)
+        log_density += np.float32(0.5) * proj_sq
+        return log_density, dot, proj_sq, hb_sq, np.sqrt(hb_sq)
+
+    def _scan_slack(self, hb_sq: F64, hb_norm: F64, proj_sq: Any, dot: Any, classes: Any) -> F64:
+        """The bound on the first pass's error in the log density (``_fit_scan``) of the pairs
+        (rows, ``classes``): ``proj_sq`` and ``dot`` the first pass's sum_j p_j^2 and hb.s_c.
+        With ``classes`` None, the largest over the classes (``proj_sq`` the largest over the
+        classes, ``dot`` bounded by ``||hb|| (||s_c|| + a_c)``)."""
+        reg = float(self.reg)
+        proj_sq = np.asarray(proj_sq, dtype=np.float64)
+        if classes is None:
+            k, g, a, reach, const = self._scan_max
+            terms = 2.0 * hb_norm * reach / reg + 2.0 * const
+        else:
+            k, g, a = self._scan_k[classes], self._scan_g[classes], self._scan_a[classes]
+            terms = np.abs(dot, dtype=np.float64) * (2.0 / reg)
+            terms += 2.0 * np.abs(self._scan_const[classes], dtype=np.float64)
+        terms += hb_sq / reg + proj_sq
+        err = k * hb_norm + g
+        out = err * (2.0 * np.sqrt(proj_sq * (1.0 + self._scan_h)) + err)
+        out += self._scan_h * proj_sq
+        out += self._scan_r32 * terms
+        out += (2.0 / reg) * a * hb_norm
+        return 0.5 * out
 
     def _fit_scan(
         self, coefs: tuple[F64 | None, ...], order: NDArray[np.intp], counts: Any
@@ -267,38 +370,90 @@ class GMM(Detector):
         ``V = A_c^T U S^-1``, so ``(h - c).q_j = sum_i (h - c).(x_i - mu_c) B_ij`` (B = U S^-1
         times the scale of q_j, rows i of class c), and ``(h - c).(x_i - mu_c) = P_i - (h -
         c).(mu_c - c)``, whose second part vanishes in the sum (the columns of U sum to zero
-        over the centred rows): the first pass costs one sparse product with B instead of a
-        product with the D x sum r_c matrix Q. Each P_i is off by at most ``beta ||x_i - c||``
-        (beta as in ``_score``), so ``kappa_j = sum_i |B_ij| ||x_i - c||`` replaces ``||q_j||``
-        in the error bound, plus the rounding of the column sums of B that the vanishing term
-        leaves (``|sum_i B_ij| ||mu_c - c|| / ((D + 3) u)``).
+        over the centred rows); and ``(h - c).(mu_c - c)`` is the mean of P_i over the class.
+        So the whole first pass is one float32 sparse product of [P, 1] with a matrix W of
+        C + sum r_c rows: class c's row holds 1 / n_c at its training rows (hb.s_c, s_c =
+        mu_c - c), column j of Q's row holds B_ij at the rows of its class and -s_c.q_j in the
+        last column (the projection p_j = hb.q_j - s_c.q_j); then one float32 sparse product
+        with the class indicator sums p_j^2 per class. No product with the D x (C + sum r_c)
+        matrix [S, Q], no pass over a float64 (rows x sum r_c) matrix.
+
+        The error bound, u the float32 unit roundoff, hb = h - c, each P_i off by at most
+        ``(D + 3) u ||hb|| ||x_i - c||`` (inputs rounded to float32, D terms summed):
+
+        - ``|hb.s_c - est| <= g ||hb|| mean_i ||x_i - c||``, g = 1.01 (D + n_max + 6) u
+          (P_i's error, 1 / n_c rounded to float32, n_c products summed in float32);
+        - the vector of p_j's errors over class c has norm at most E = ||hb|| K_c + G_c, with
+          ``K_c = || g kappa_j + ||s_c|| (|sum_i b_ij| + 2 u sum_i |b_ij|) ||_2`` over j,
+          ``kappa_j = sum_i |b_ij| ||x_i - c||`` (b the float32 coefficients: B's rounding
+          and the column sums that no longer vanish exactly) and ``G_c = 1.01 (n_max + 3) u
+          ||(s_c.q_j)_j||`` (the offsets rounded and summed in float32);
+        - so ``|S - sum_j p_j^2| <= E (2 sqrt(S (1 + h)) + E) + h S`` for S the float32 sum of
+          squares, h = 1.01 (r_max + 1) u (squares and r_c terms in float32);
+        - the log density ``hb.s_c / reg + k_c - ||hb||^2 / (2 reg) + S / 2`` (k_c = const -
+          ||s_c||^2 / (2 reg)) evaluated in float32: seven roundings (three inputs, four
+          operations), at most ``8 u`` (one more for ||hb||^2's float64 one) times ``|hb.s_c| /
+          reg + |k_c| + ||hb||^2 / (2 reg) + S / 2``.
+
+        MD's bound is the sum of the first three (the first doubled and divided by reg), the
+        log density's bound half of it plus the last (``_scan_slack``). The 1 % on top of each
+        coefficient covers the second-order terms while D u < 0.005 (D < 80,000). Scoring
+        first screens every class against a row's best with the largest of each term over
+        the classes (``_scan_max``), then takes the screened pairs' own bounds: the pairs
+        recomputed are those of the full comparison, at the cost of a few.
         """
         assert self._rows is not None
+        n_classes = counts.size
+        n_train, d = (int(v) for v in self._rows.rows32.shape)
+        n_cols = int(self._col_bounds[-1])
         starts = np.concatenate([[0], np.cumsum(counts)])
-        qcols, trows, vals = [], [], []
+        w_rows, w_cols, w_vals = [], [], []
         for c, coef in enumerate(coefs):
             assert coef is not None
-            r = coef.shape[1]
-            qcols.append(np.repeat(self._col_bounds[c] + np.arange(r), coef.shape[0]))
-            trows.append(np.tile(order[starts[c] : starts[c + 1]], r))
-            vals.append(coef.T.ravel())
-        n_train, d = (int(v) for v in self._rows.rows32.shape)
-        shape = (int(self._col_bounds[-1]), n_train)
-        b_t = scipy.sparse.csr_matrix(
-            (np.concatenate(vals), (np.concatenate(qcols), np.concatenate(trows))), shape=shape
+            members, r = order[starts[c] : starts[c + 1]], coef.shape[1]
+            w_rows.append(np.full(members.size, c))
+            w_cols.append(members)
+            w_vals.append(np.full(members.size, 1.0 / members.size))
+            w_rows.append(n_classes + np.repeat(self._col_bounds[c] + np.arange(r), members.size))
+            w_cols.append(np.tile(members, r))
+            w_vals.append(coef.T.ravel())
+        w_rows.append(n_classes + np.arange(n_cols))
+        w_cols.append(np.full(n_cols, n_train))
+        w_vals.append(-self._offsets)
+        self._scan_w = scipy.sparse.csr_matrix(
+            (
+                np.concatenate(w_vals).astype(np.float32),
+                (np.concatenate(w_rows), np.concatenate(w_cols)),
+            ),
+            shape=(n_classes + n_cols, n_train + 1),
         )
-        self._coef_t = b_t
+        col_class = np.repeat(np.arange(n_classes), self.ranks_)
+        self._scan_sum = scipy.sparse.csr_matrix(
+            (np.ones(n_cols, dtype=np.float32), (col_class, np.arange(n_cols))),
+            shape=(n_classes, n_cols),
+        )
+        # the error bound's constants, from the float32 coefficients as stored
         x_norms = np.empty(n_train, dtype=np.float64)
         for sl in row_blocks(n_train, 8 * d):
             x_norms[sl] = np.linalg.norm(self._rows.rows32[sl].astype(np.float64), axis=1)
-        col_class = np.repeat(np.arange(counts.size), self.ranks_)
-        leftover = np.abs(b_t @ np.ones(n_train)) * self._shifted_norm[col_class]
-        self._q_norms = abs(b_t) @ x_norms + leftover / ((d + 3) * _U32)
+        g = 1.01 * (d + int(counts.max()) + 6) * _U32
+        labels = np.repeat(np.arange(n_classes), counts)
+        self._scan_a = g * np.bincount(labels, x_norms[order], minlength=n_classes) / counts
+        b = self._scan_w[n_classes:, :n_train].astype(np.float64)
+        b_abs, ones = abs(b), np.ones(n_train)
+        leftover = np.abs(b @ ones) + 2 * _U32 * (b_abs @ ones)
+        per_col = g * (b_abs @ x_norms) + self._shifted_norm[col_class] * leftover
+        self._scan_k = np.sqrt(np.bincount(col_class, per_col**2, minlength=n_classes))
+        g_o = 1.01 * (int(counts.max()) + 3) * _U32
+        self._scan_g = g_o * np.sqrt(np.bincount(col_class, self._offsets**2, minlength=n_classes))
+        self._scan_h = 1.01 * (int(self.ranks_.max(initial=0)) + 1) * _U32
+        # seven float32 roundings in the log density's terms; ||hb||^2's float64 one, (D + 16)
+        # eps, is below one float32 rounding while D < 5e8
+        self._scan_r32 = 1.01 * 8 * _U32
 
-    def _score_block(self, hb: F64, proj_all: F64 | None) -> Float64Array:
-        """Log densities of the rows ``hb`` (h minus the centre); ``proj_all`` the first-pass
-        projections ``hb.q_j`` of every column of Q (the shared scan), or None (float32
-        products with Q here)."""
+    def _score_block(self, hb: F64) -> Float64Array:
+        """Scores of the rows ``hb`` (h minus the centre), the first pass from float32
+        products with the class means and Q."""
         d = int(hb.shape[1])
         reg = float(self.reg)
         beta_unit = 1.01 * (d + 3) * _U32  # 1 % on top for the float64 steps
@@ -315,7 +470,7 @@ class GMM(Detector):
         # minus the projected part ||(h - mu_c) Q_c||^2; slack collects sum_j |p_j| ||q_j||
         slack = np.zeros_like(md)
         budget = max(1, _common.BLOCK_BYTES // (8 * rows))
-        buf32 = np.empty(rows * budget if proj_all is None else 0, dtype=np.float32)
+        buf32 = np.empty(rows * budget, dtype=np.float32)
         buf64 = np.empty(rows * budget, dtype=np.float64)
         abs64 = np.empty(rows * budget, dtype=np.float64)
         for start, stop in self._groups(budget):
@@ -323,10 +478,7 @@ class GMM(Detector):
             if c1 == c0:
                 continue
             shape, size = (rows, c1 - c0), rows * (c1 - c0)
-            if proj_all is None:
-                first = np.matmul(hb32, self._qt32[c0:c1].T, out=buf32[:size].reshape(shape))
-            else:
-                first = proj_all[:, c0:c1]
+            first = np.matmul(hb32, self._qt32[c0:c1].T, out=buf32[:size].reshape(shape))
             proj = np.subtract(first, self._offsets[c0:c1], out=buf64[:size].reshape(shape))
             classes = np.arange(start, stop)
             classes = classes[self.ranks_[classes] > 0]
@@ -347,6 +499,14 @@ class GMM(Detector):
         floor = log_density[at_best] - slack[at_best]
         recompute = log_density + slack >= floor[:, None] - _MARGIN
         del slack
+        return self._recompute_and_sum(hb, hb_sq, log_density, recompute)
+
+    def _recompute_and_sum(
+        self, hb: F64, hb_sq: F64, log_density: F64, recompute: NDArray[np.bool_]
+    ) -> Float64Array:
+        """The log-sum-exp over the classes of ``log_density`` (rows, C) once the pairs that
+        ``recompute`` marks are recomputed in float64."""
+        budget = max(1, _common.BLOCK_BYTES // (8 * hb.shape[0]))
         for start, stop in self._groups(budget):
             self._recompute(hb, hb_sq, log_density, recompute, start, stop)
         return logsumexp(log_density)
@@ -385,16 +545,46 @@ class GMM(Detector):
             log_density[:, start:stop] = self._constant[start:stop] - 0.5 * md
             return
         classes, members = np.nonzero(sub.T)
+        if classes.size:
+            classes += start
+            log_density[members, classes] = self._recompute_pairs(hb, hb_sq, classes, members)
+
+    def _recompute_pairs(
+        self, hb: F64, hb_sq: F64, classes: NDArray[np.intp], members: NDArray[np.intp]
+    ) -> F64:
+        """The float64 log densities of the pairs (``members``, ``classes``), sorted by class:
+        one product per class with its rows."""
         if classes.size == 0:
-            return
-        classes += start
-        cuts = np.flatnonzero(np.diff(classes)) + 1
-        for c, r in zip(classes[np.r_[0, cuts]], np.split(members, cuts), strict=True):
-            k0, k1 = int(self._col_bounds[c]), int(self._col_bounds[c + 1])
-            rows = hb[r]
-            md = (hb_sq[r] - 2.0 * (rows @ self._shifted[c]) + self._shifted_sq[c]) / reg
+            return np.empty(0, dtype=np.float64)
+        reg = float(self.reg)
+        picked = hb[members]  # the pairs' rows, grouped by class
+        dots = np.empty(classes.size, dtype=np.float64)
+        proj_sq = np.zeros(classes.size, dtype=np.float64)
+        starts = np.flatnonzero(np.r_[True, np.diff(classes) != 0])
+        first = classes[starts]
+        segments = zip(
+            starts.tolist(),
+            np.r_[starts[1:], classes.size].tolist(),
+            first.tolist(),
+            self._col_bounds[first].tolist(),
+            self._col_bounds[first + 1].tolist(),
+            strict=True,
+        )
+        for lo, hi, c, k0, k1 in segments:
+            if hi == lo + 1:  # most classes: one row, matrix-vector products
+                row = picked[lo]
+                dots[lo] = self._shifted[c] @ row
+                if k1 > k0:
+                    one = self._qt[k0:k1] @ row
+                    one -= self._offsets[k0:k1]
+                    proj_sq[lo] = one @ one
+                continue
+            rows = picked[lo:hi]
+            dots[lo:hi] = rows @ self._shifted[c]
             if k1 > k0:
                 proj = rows @ self._qt[k0:k1].T
                 proj -= self._offsets[k0:k1]
-                md -= np.einsum("ij,ij->i", proj, proj)
-            log_density[r, c] = self._constant[c] - 0.5 * md
+                proj_sq[lo:hi] = np.einsum("ij,ij->i", proj, proj)
+        md = (hb_sq[members] - 2.0 * dots + self._shifted_sq[classes]) / reg
+        md -= proj_sq
+        return self._constant[classes] - 0.5 * md
