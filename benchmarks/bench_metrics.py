@@ -15,15 +15,22 @@ time is the steadier figure, since a longer call is preempted more often by othe
 Usage::
 
     python benchmarks/bench_metrics.py [--n 10000000] [--repeat 5] [--skip-sklearn-10m]
-                                       [--ranking-only]
+                                       [--ranking-only] [--baseline-rankcore FILE]
 
 ``--ranking-only`` runs only the three ``ranking_metrics`` cases of part 1 (continuous,
 rounded, float32 precision) and the sklearn check, without the per-function times and part 2.
+
+``--baseline-rankcore FILE`` also times, in the same interleaved rounds, what
+``ranking_metrics`` computes (``RankCore.from_scores`` and AUROC, FPR@95, AUPR-In, AUPR-Out,
+detection error) with an older ``rankcore.py`` saved to FILE (e.g. ``git show
+5233a45:src/semshift/metrics/rankcore.py > /tmp/rankcore_old.py``), and checks that the five
+values are bitwise those of the current code.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import statistics
@@ -40,6 +47,7 @@ from semshift.metrics import (
     auroc,
     evaluate_many,
     fpr_at_tpr,
+    rankcore,
     ranking_metrics,
 )
 
@@ -88,7 +96,50 @@ def ratio(a: Times, b: Times) -> str:
     return " | ".join(parts)
 
 
-def bench_ranking(n: int, repeat: int, sklearn_check: bool, singles: bool = True) -> None:
+def load_rankcore(path: str) -> Any:
+    """A saved copy of ``semshift/metrics/rankcore.py``, imported as its own module."""
+    spec = importlib.util.spec_from_file_location("rankcore_baseline", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def five_values(module: Any, scores: np.ndarray, is_ood: np.ndarray) -> tuple[float, ...]:
+    """What ranking_metrics computes, through ``module``'s RankCore (default arguments)."""
+    core = module.RankCore.from_scores(scores, is_ood, "ranking_metrics")
+    return (
+        core.auroc(),
+        core.fpr(0.95, "id_recall"),
+        core.ap_in(),
+        core.ap_out(),
+        core.detection_error(),
+    )
+
+
+def bench_baseline(module: Any, s: np.ndarray, is_ood: np.ndarray, repeat: int) -> None:
+    """The baseline rankcore, the current one and np.sort, interleaved."""
+    same = five_values(module, s, is_ood) == five_values(rankcore, s, is_ood)
+    fns = {
+        "np.sort": lambda: np.sort(s),
+        "baseline": lambda: five_values(module, s, is_ood),
+        "current": lambda: five_values(rankcore, s, is_ood),
+    }
+    times: dict[str, Times] = {k: {"wall": [], "cpu": []} for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            w, c, _ = timed(fn)
+            times[name]["wall"].append(w)
+            times[name]["cpu"].append(c)
+    print(f"  baseline rankcore: the five values bitwise equal to the current ones: {same}")
+    for name in ("baseline", "current"):
+        print(f"  {name:8s} (from_scores + 5)  {fmt(times[name])}")
+        print(f"  {'':8s} ratio to np.sort    {ratio(times[name], times['np.sort'])}")
+
+
+def bench_ranking(
+    n: int, repeat: int, sklearn_check: bool, singles: bool = True, baseline: Any = None
+) -> None:
     rng = np.random.default_rng(0)
     is_ood = rng.random(n) < 0.5
     scores = rng.normal(size=n) + np.where(is_ood, 0.0, 1.0)
@@ -113,6 +164,8 @@ def bench_ranking(n: int, repeat: int, sklearn_check: bool, singles: bool = True
             f"  values: auroc={res.auroc:.6f} fpr95={res.fpr:.6f} aupr_in={res.aupr_in:.6f} "
             f"aupr_out={res.aupr_out:.6f} detection_error={res.detection_error:.6f}"
         )
+        if baseline is not None:
+            bench_baseline(baseline, s, is_ood, repeat)
     if singles:
         bench_singles(scores, is_ood, repeat)
     if sklearn_check:
@@ -196,13 +249,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-sklearn-10m", action="store_true")
     parser.add_argument("--ranking-only", action="store_true")
+    parser.add_argument("--baseline-rankcore", metavar="FILE")
     args = parser.parse_args()
+    baseline = load_rankcore(args.baseline_rankcore) if args.baseline_rankcore else None
     print("# semshift.metrics benchmark")
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs visible"
     )
-    bench_ranking(args.n, args.repeat, not args.skip_sklearn_10m, not args.ranking_only)
+    bench_ranking(args.n, args.repeat, not args.skip_sklearn_10m, not args.ranking_only, baseline)
     if not args.ranking_only:
         bench_many(args.repeat)
 

@@ -52,7 +52,7 @@ def check_finite(arr: NDArray[np.floating], name: str) -> None:
     )
 
 
-def as_scores(x: ArrayLike, name: str = "scores") -> NDArray[np.floating]:
+def as_scores(x: ArrayLike, name: str = "scores", *, finite: bool = True) -> NDArray[np.floating]:
     """Validate a 1-D array of finite real scores.
 
     Parameters
@@ -62,6 +62,9 @@ def as_scores(x: ArrayLike, name: str = "scores") -> NDArray[np.floating]:
         floating input keeps its dtype (no copy).
     name : str, default "scores"
         Argument name used in messages.
+    finite : bool, default True
+        Check that every score is finite (:func:`check_finite`). ``False`` leaves that check
+        to the caller, who must make it before using the values.
 
     Returns
     -------
@@ -83,7 +86,8 @@ def as_scores(x: ArrayLike, name: str = "scores") -> NDArray[np.floating]:
         raise InputError(f"{name} must be 1-D (one value per sample), got shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
-    check_finite(arr, name)
+    if finite:
+        check_finite(arr, name)
     return arr
 
 

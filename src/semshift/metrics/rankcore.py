@@ -9,12 +9,19 @@ Cumulative-count notation used in the comments: the distinct score values ``v_1 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from semshift.metrics._validation import as_bool, as_scores, check_both_classes
+from semshift.errors import InputError
+from semshift.metrics._validation import (
+    as_bool,
+    as_scores,
+    check_both_classes,
+    check_finite,
+)
 
 __all__ = ["RankCore", "n_required", "tie_runs"]
 
@@ -65,6 +72,7 @@ def tie_runs(x: NDArray[np.floating]) -> Runs:
 
 
 _BLOCK = 1 << 16  # elements per piece of the blockwise passes: their buffers stay in cache
+_EXACT_GAP = 1 << 50  # below this n1 n0, the detection-error gaps are compared as integers
 
 
 def _label_keys(s: NDArray[np.floating], m: NDArray[np.bool_]) -> FloatArray | None:
@@ -83,16 +91,18 @@ def _label_keys(s: NDArray[np.floating], m: NDArray[np.bool_]) -> FloatArray | N
     n = s.size
     keys = np.empty(n, dtype=np.float64)
     bits = keys.view(np.int64)
-    scratch, flip = np.empty(min(n, _BLOCK), dtype=np.int64), np.empty(min(n, _BLOCK), bool)
+    low = bits.view(np.uint8)[(0 if sys.byteorder == "little" else 7) :: 8]  # lowest bytes
+    flip = np.empty(min(n, _BLOCK), bool)
+    check = s.dtype == np.float64  # a float32 or float16 score leaves the bit free
     for b0 in range(0, n, _BLOCK):
         b1 = min(b0 + _BLOCK, n)
-        kb, bb, t, lab = keys[b0:b1], bits[b0:b1], scratch[: b1 - b0], flip[: b1 - b0]
+        kb, lab, lb = keys[b0:b1], flip[: b1 - b0], low[b0:b1]
         np.add(s[b0:b1], 0.0, out=kb)  # float64, and -0.0 + 0.0 = +0.0
-        if np.bitwise_and(bb, 1, out=t).max():
+        if check and np.bitwise_or.reduce(bits[b0:b1]) & 1:
             return None
         np.less(kb, 0.0, out=lab)
         np.not_equal(lab, m[b0:b1], out=lab)  # is_ood, flipped for negative scores
-        np.bitwise_or(bb, lab, out=bb)
+        np.bitwise_or(lb, lab.view(np.uint8), out=lb)
     return keys
 
 
@@ -108,134 +118,188 @@ class _KeyScan:
 
     A run is a maximal stretch of equal keys: equal scores of one class. Within a tie group the
     ID run comes first, so the runs are exactly the within-class runs of equal scores that
-    :class:`RankCore`'s metrics sum over, and for a run starting at merged position ``s`` with
-    ``c`` ID scores before it, ``s - c`` OOD scores lie before it. Each metric's per-run terms
-    are those of the RankCore method it replaces, computed with the same integer and float
-    operations; the average-precision terms are written to one array each and summed once in
-    run order, so every value is bitwise the one the sorted-class path gives.
+    :class:`RankCore`'s metrics sum over. Each metric's per-run terms are those of the RankCore
+    method it replaces, computed from the same integers with the same float operations; the
+    average-precision terms are written to one array each and summed once in run order, so
+    every value is bitwise the one the sorted-class path gives.
+
+    Each class is handled in its own index space, without per-run label arrays or prefix sums:
+    per block of merged positions, ``pos_ood`` / ``pos_id`` = the positions of the block's OOD /
+    ID scores (one ``flatnonzero`` each), so a score's index there (plus the class's count
+    before the block) is its index within its class. A run ends where the next key differs;
+    taking those end flags at ``pos_ood`` (``pos_id``) gives the class indices of the run ends,
+    hence the run lengths (differences of consecutive ends: a class's runs are contiguous in
+    its index space) and their merged positions. A run that spans blocks is completed in the
+    block of its last score. The sum of R (AUROC) needs no runs: each OOD score adds the
+    number of ID scores before it.
+
+    Tied ID-OOD pairs: a tie group holding both classes is an ID run directly followed by an
+    OOD run whose key differs from it in the label bit only (``key ^ previous key == 1``); it
+    adds the product of the two run lengths, read off the run-start flags around that position:
+    in the block for two runs of one score each (one pair), by :meth:`_tied_pairs` otherwise.
     """
 
     def __init__(self, keys: FloatArray, n_id: int) -> None:
         bits = keys.view(np.int64)
         self.bits = bits
         n = bits.size
-        self.n, self.n1, self.n0 = n, n_id, n - n_id
-        self.terms_in, self.terms_out = np.empty(n_id), np.empty(n - n_id)
-        self.k_in = self.k_out = 0
-        self.c_id = self.c_ood = 0  # ID / OOD scores before the runs not yet added
+        n1, n0 = n_id, n - n_id
+        self.n, self.n1, self.n0 = n, n1, n0
         self.sum_r = self.tied = 0  # sum over OOD scores of R (RankCore.auroc), tied pairs
         self.gap_runs = self.gap_single = math.inf
         self.d_min = 1 << 62  # smallest exact R n0 - (l + 1) n1 so far (see _gap_runs)
         self.ood_ties = False
-        self.iota = np.arange(0)
-        self.prev_key, self.prev_len = int(bits[0]) ^ 2, 0  # no run before the first one
-        cp_pos: list[int] = []  # a checkpoint per added batch: its first run's position
-        cp_id: list[int] = []  # and the number of ID scores before it
-        pending = 0  # start of the last run seen: its end is the next run's start
-        for b0 in range(1, n, _BLOCK):
+        terms_in, terms_out = np.empty(n1), np.empty(n0)
+        k_in = k_out = 0
+        # Keys of negative scores come first; their label bit is flipped (see _label_keys).
+        n_neg = int(np.searchsorted(keys, 0.0))
+        w = min(n, _BLOCK)
+        xor = np.empty(w, dtype=np.int64)
+        starts = np.empty(n + 1, dtype=bool)  # a run starts at i (and one past the end)
+        starts[0] = starts[n] = True
+        cross = np.empty(w, dtype=bool)  # an OOD run tied with the ID run before starts at b0 + i
+        tied_at: list[IntArray] = []  # the other positions where cross is set
+        is_ood, is_id, flag = np.empty(w, bool), np.empty(w, bool), np.empty(w, bool)
+        buf = np.empty((6, w), dtype=np.int64)  # scratch: fresh memory costs page faults
+        c_ood = 0  # OOD scores before the block
+        last_ood = last_id = 0  # scores of the class up to the end of its last completed run
+        cp_id: list[int] = []  # per block: the ID scores before it (checkpoints of position)
+        for b0 in range(0, n, _BLOCK):
             b1 = min(b0 + _BLOCK, n)
-            s = np.flatnonzero(bits[b0:b1] != bits[b0 - 1 : b1 - 1])
-            if s.size == 0:
-                continue
-            s += b0
-            starts = np.concatenate(([pending], s))
-            cp_pos.append(pending)
-            cp_id.append(self.c_id)
-            self._add(starts[:-1], np.diff(starts))
-            pending = int(s[-1])
-        cp_pos.append(pending)
-        cp_id.append(self.c_id)
-        self._add(np.array([pending]), np.array([n - pending]))
-        self.cp_pos, self.cp_id = np.array(cp_pos), np.array(cp_id)
-        n1, n0 = self.n1, self.n0
-        self.ap_in = float(self.terms_in[: self.k_in].sum()) / n1
-        self.ap_out = float(self.terms_out[: self.k_out].sum()) / n0
+            m = b1 - b0
+            cp_id.append(b0 - c_ood)
+            lo = max(b0, 1)  # key changes at lo..b1-1
+            x = xor[lo - b0 : m]
+            np.bitwise_xor(bits[lo:b1], bits[lo - 1 : b1 - 1], out=x)
+            np.not_equal(x, 0, out=starts[lo:b1])
+            if b1 < n:
+                starts[b1] = bits[b1] != bits[b1 - 1]
+            ends = starts[b0 + 1 : b1 + 1]  # a run ends at b0 + i
+            tie = np.equal(x, 1, out=cross[lo - b0 : m])
+            if tie.any():
+                at = np.flatnonzero(tie)
+                at += lo
+                single = starts[at - 1]
+                single &= starts[at + 1]  # an ID and an OOD run of one score each: one pair
+                n_single = int(np.count_nonzero(single))
+                self.tied += n_single
+                if n_single < at.size:
+                    tied_at.append(at[~single])
+            t, ood = buf[0, :m], is_ood[:m]
+            np.bitwise_and(bits[b0:b1], 1, out=t)
+            k = min(max(n_neg - b0, 0), m)
+            if k:
+                np.equal(t[:k], 0, out=ood[:k])
+            if k < m:
+                np.not_equal(t[k:], 0, out=ood[k:])
+            pos_ood = np.flatnonzero(ood)
+            pos_id = np.flatnonzero(np.logical_not(ood, out=is_id[:m]))
+            c_id = b0 - c_ood
+            n_ood = pos_ood.size
+            # auroc: each OOD score adds R = the ID scores before it, b0 + pos - (its OOD index)
+            self.sum_r += int(pos_ood.sum()) + n_ood * c_id - n_ood * (n_ood - 1) // 2
+            # OOD runs ending in the block (ap_out, detection_error): with l the OOD index of the
+            # run's last score and e its merged position, ln (l + 1) / (e + 1), and R = e - l.
+            idx = np.flatnonzero(ends.take(pos_ood, out=flag[:n_ood], mode="clip"))
+            c = idx.size
+            if c:
+                e, last1, ln, end1, t1, t2 = (b[:c] for b in buf)
+                pos_ood.take(idx, out=e, mode="clip")
+                np.add(idx, c_ood + 1, out=last1)  # l + 1
+                ln[0] = last1[0] - last_ood
+                np.subtract(last1[1:], last1[:-1], out=ln[1:])
+                last_ood = int(last1[-1])
+                np.add(e, b0 + 1, out=end1)  # e + 1; R = e - l = end1 - last1
+                # R >= c_id (the run ends in the block) and l + 1 <= c_ood + n_ood: skip the
+                # block when that bound on R n0 - (l + 1) n1 exceeds the smallest value so far.
+                if n1 * n0 >= _EXACT_GAP or c_id * n0 - (c_ood + n_ood) * n1 <= self.d_min:
+                    self._gap_runs(end1, last1, t1, t2)
+                if not self.ood_ties:
+                    self.ood_ties = bool((ln > 1).any())
+                    gap = np.multiply(last1, -(1.0 + n1 / n0))
+                    gap += end1 - 1
+                    self.gap_single = min(self.gap_single, float(gap.min()))
+                np.multiply(ln, last1, out=ln)  # exact integers, as in RankCore.ap_out
+                np.true_divide(ln, end1, out=terms_out[k_out : k_out + c])
+                k_out += c
+            # ID runs ending in the block (ap_in): a run of ln equal ID scores, first ID index f
+            # and first merged position p, adds ln (n1 - f) / (n - p).
+            idx = np.flatnonzero(ends.take(pos_id, out=flag[: m - n_ood], mode="clip"))
+            c = idx.size
+            if c:
+                q, last1, ln, a = (b[:c] for b in buf[:4])
+                pos_id.take(idx, out=q, mode="clip")  # merged position of the run's last score
+                np.add(idx, c_id + 1, out=last1)  # f + ln; f = the previous run's f + ln
+                ln[0] = last1[0] - last_id
+                np.subtract(last1[1:], last1[:-1], out=ln[1:])
+                a[0] = n1 - last_id
+                np.subtract(n1, last1[:-1], out=a[1:])  # n1 - f
+                last_id = int(last1[-1])
+                d = np.subtract(n - b0 - 1, q, out=q)
+                d += ln  # n - p
+                np.multiply(a, ln, out=a)  # as in RankCore.ap_in
+                np.true_divide(a, d, out=terms_in[k_in : k_in + c])
+                k_in += c
+            c_ood += n_ood
+        if tied_at:
+            self.tied += self._tied_pairs(keys, starts, np.concatenate(tied_at))
+        self.cp_pos = np.arange(0, n, _BLOCK)
+        self.cp_id = np.array(cp_id)
+        self.ap_in = float(terms_in[:k_in].sum()) / n1
+        self.ap_out = float(terms_out[:k_out].sum()) / n0
         if self.ood_ties:  # RankCore.detection_error, with and without OOD tie runs
             self.detection_error = 0.5 * (1.0 + min(0.0, self.gap_runs))
         else:
             self.detection_error = 0.5 * (1.0 + min(0.0, (self.gap_single + 1.0) / n1))
 
-    def _add(self, s: IntArray, length: IntArray) -> None:
-        """Add the runs starting at merged positions ``s`` (ascending) with lengths ``length``."""
-        n, n1, n0 = self.n, self.n1, self.n0
-        key = self.bits.take(s)
-        ood = _key_labels(key, np.empty_like(key)).astype(bool)  # OOD runs
-        # Tied ID-OOD pairs: an OOD run whose key is one above the previous run's (ID, same
-        # score) adds (ID run length) x (OOD run length).
-        step = np.empty_like(key)
-        step[0] = key[0] ^ self.prev_key
-        np.bitwise_xor(key[1:], key[:-1], out=step[1:])
-        cross = np.flatnonzero(step == 1)
-        if cross.size:
-            before = length.take(cross - 1)
-            if cross[0] == 0:
-                before[0] = self.prev_len
-            self.tied += int(np.dot(before, length.take(cross)))
-        self.prev_key, self.prev_len = int(key[-1]), int(length[-1])
-        # OOD runs (ap_out, detection_error, auroc): with l the OOD index of the
-        # run's last score and e its merged position, ln (l + 1) / (e + 1) and R = e - l.
-        i_ood = np.flatnonzero(ood)
-        ood_before = np.empty(i_ood.size + 1, dtype=np.int64)  # OOD scores before each run
-        ood_before[0] = self.c_ood
-        if i_ood.size:
-            ln, so = length.take(i_ood), s.take(i_ood)
-            last1 = np.cumsum(ln, out=ood_before[1:])  # l + 1
-            last1 += self.c_ood
-            self.c_ood = int(last1[-1])
-            end1 = so + ln  # e + 1
-            k = self.k_out
-            np.true_divide(ln * last1, end1, out=self.terms_out[k : k + i_ood.size])
-            self.k_out += i_ood.size
-            r = end1 - last1  # R: ID scores <= the run's score
-            self.sum_r += int(np.dot(ln, r))
-            self._gap_runs(r, last1)
-            if not self.ood_ties:
-                self.ood_ties = bool((ln > 1).any())
-                gap = np.multiply(last1, -(1.0 + n1 / n0))
-                gap += end1 - 1
-                self.gap_single = min(self.gap_single, float(gap.min()))
-        # ID runs (RankCore.ap_in): a run of ln equal ID scores starting at merged position p,
-        # after q OOD scores (the OOD runs before it: run index minus ID runs before it), has
-        # first ID index f = p - q and adds ln (n1 - f) / (n - p).
-        i_id = np.flatnonzero(~ood)
-        if i_id.size:
-            ln, p = length.take(i_id), s.take(i_id)
-            q = np.subtract(i_id, self._iota(i_id.size))
-            num = ood_before.take(q)
-            num += n1
-            num -= p
-            num *= ln
-            self.c_id += int(ln.sum())
-            np.subtract(n, p, out=p)
-            k = self.k_in
-            np.true_divide(num, p, out=self.terms_in[k : k + i_id.size])
-            self.k_in += i_id.size
+    @staticmethod
+    def _tied_pairs(keys: FloatArray, starts: NDArray[np.bool_], at: IntArray) -> int:
+        """Tied ID-OOD pairs: at each position in ``at`` an OOD run starts after an ID run of the
+        same score; the sum of the products of their lengths.
 
-    def _iota(self, k: int) -> IntArray:
-        """0, 1, ..., k - 1 (cached)."""
-        if self.iota.size < k:
-            self.iota = np.arange(max(k, 2 * self.iota.size))
-        return self.iota[:k]
+        A run's length is the distance to the nearest run start (``starts``, one past the end
+        included) before or after that position; short runs, the common case, are resolved by a
+        few look-ups, longer ones by binary search of the sorted keys for their first and last
+        position.
+        """
+        length = []
+        for step in (-1, 1):
+            ln = np.ones(at.size, dtype=np.int64)
+            todo = np.flatnonzero(~starts[at + step])
+            k = 1
+            while todo.size and k < 4:
+                k += 1
+                ln[todo] = k
+                todo = todo[~starts[at[todo] + k * step]]
+            if todo.size:
+                p = at[todo]
+                if step < 0:  # the ID run ends at p - 1
+                    ln[todo] = p - np.searchsorted(keys, keys[p - 1], side="left")
+                else:
+                    ln[todo] = np.searchsorted(keys, keys[p], side="right") - p
+            length.append(ln)
+        return int(np.dot(length[0], length[1]))
 
-    def _gap_runs(self, r: IntArray, last1: IntArray) -> None:
+    def _gap_runs(self, end1: IntArray, last1: IntArray, d: IntArray, t: IntArray) -> None:
         """Track min of R / n1 - (l + 1) / n0 over OOD runs (RankCore.detection_error).
 
-        When n1 n0 < 2**50, the rounded values (error below 1.5 * 2**-52) keep the order of
-        the exact ones, which differ by at least 1 / (n1 n0): only the runs with the smallest
-        exact value R n0 - (l + 1) n1, an integer, are evaluated in floating point.
+        ``R = end1 - last1``; ``d`` and ``t`` are scratch of the same size. When n1 n0 < 2**50,
+        the rounded values (error below 1.5 * 2**-52) keep the order of the exact ones, which
+        differ by at least 1 / (n1 n0): only the runs with the smallest exact value
+        R n0 - (l + 1) n1 = end1 n0 - last1 n, an integer, are evaluated in floating point.
         """
         n1, n0 = self.n1, self.n0
-        if n1 * n0 < 1 << 50:
-            d = r * n0
-            d -= last1 * n1
+        if n1 * n0 < _EXACT_GAP:
+            np.multiply(end1, n0, out=d)
+            d -= np.multiply(last1, self.n, out=t)
             d_min = int(d.min())
             if d_min > self.d_min:
                 return
             at = np.flatnonzero(d == d_min)
-            r, last1 = r.take(at), last1.take(at)
+            end1, last1 = end1.take(at), last1.take(at)
             if d_min < self.d_min:
                 self.d_min, self.gap_runs = d_min, math.inf
-        gap = r / n1
+        gap = (end1 - last1) / n1
         gap -= last1 / n0
         self.gap_runs = min(self.gap_runs, float(gap.min()))
 
@@ -295,6 +359,28 @@ def _block_merge(
             tie &= ~is_ood[:-1]
             cross = bool(tie.any())
     return pos_ood, pos_id, cross
+
+
+def _split_classes(
+    s: NDArray[np.floating], m: NDArray[np.bool_], n_id: int
+) -> NDArray[np.floating]:
+    """The ID scores followed by the OOD scores, each in input order.
+
+    Compressed block by block: one ``np.compress`` of the whole array builds a full-size index
+    array first, which costs more than the copy itself on large inputs.
+    """
+    n = s.size
+    both = np.empty(n, dtype=s.dtype)
+    is_id = np.empty(min(n, _BLOCK), dtype=bool)
+    i, j = 0, n_id
+    for b0 in range(0, n, _BLOCK):
+        b1 = min(b0 + _BLOCK, n)
+        ood, sb = m[b0:b1], s[b0:b1]
+        c = int(np.count_nonzero(ood))
+        np.compress(ood, sb, out=both[j : j + c])
+        np.compress(np.logical_not(ood, out=is_id[: b1 - b0]), sb, out=both[i : i + b1 - b0 - c])
+        i, j = i + b1 - b0 - c, j + c
+    return both
 
 
 class RankCore:
@@ -364,17 +450,27 @@ class RankCore:
         When no score uses its lowest mantissa bit (float32 or float16 scores, also stored as
         float64), the class label goes into that bit and one sort of the keys gives the merge
         (:meth:`from_keys`); otherwise each class is sorted in place and merged blockwise.
+
+        On the key path the scores are checked for NaN / inf after the sort, where it takes
+        two look-ups (NaN sorts last, -inf first, and an infinite score with its label bit set
+        is a NaN), instead of a pass over the scores; the errors and their order stay those of
+        :func:`as_scores` followed by :func:`as_bool`.
         """
-        s = as_scores(scores)
-        m = as_bool(is_ood, "is_ood", s.size)
-        n_id, _ = check_both_classes(m, what)
+        s = as_scores(scores, finite=False)
+        try:
+            m = as_bool(is_ood, "is_ood", s.size)
+            n_id, _ = check_both_classes(m, what)
+        except InputError:
+            check_finite(s, "scores")  # a score error comes first, as in as_scores
+            raise
         keys = _label_keys(s, m)
         if keys is not None:
             keys.sort()
+            if not (math.isfinite(keys[0]) and math.isfinite(keys[-1])):
+                check_finite(s, "scores")
             return cls.from_keys(keys, n_id)
-        both = np.empty(s.size, dtype=s.dtype)
-        np.compress(~m, s, out=both[:n_id])
-        np.compress(m, s, out=both[n_id:])
+        check_finite(s, "scores")
+        both = _split_classes(s, m, n_id)
         both[:n_id].sort()
         both[n_id:].sort()
         return cls(both[:n_id], both[n_id:])
