@@ -3,8 +3,11 @@ the modules it imported are compared with what it needs (a deterministic import 
 wall clock; ``benchmarks/bench_cli_start.py`` times them).
 
 Light: every ``--help``, ``--version``, ``taxonomy show`` / ``distance``, ``splits show``,
-``benchmark list`` (these import no pandas either), and ``splits compare``, ``splits check``
-and ``store verify`` on a small store (their tables are pandas frames).
+``benchmark list``, ``splits compare`` and ``splits check`` (these import no pandas either),
+and ``store verify`` on a small store (the store's modules read their tables with pandas).
+None of them imports pydantic (typer's checks of ``str``, ``bool`` and ``Path`` values,
+:func:`semshift.cli._app._plain_strings`), and those that name a shipped command group scan
+no installed package's entry points.
 """
 
 from __future__ import annotations
@@ -119,8 +122,10 @@ def test_help_taxonomy_splits_show_and_benchmark_list_import_no_heavy_module(tmp
         (d["args"], d["text"]) for d in done if d["code"]
     ]
     assert _heavy(done) == []
-    # none of them builds a frame: pandas (0.5 s) stays out too
-    assert [d["args"] for d in done if "pandas" in d["new"]] == []
+    # none of them builds a frame: pandas (0.5 s) stays out too, and pydantic (typer's value
+    # checks) and pyarrow (the WordNet's Parquet source)
+    for module in ("pandas", "pydantic", "pyarrow"):
+        assert [d["args"] for d in done if module in d["new"]] == [], module
     # the help pages need neither NumPy nor a WordNet: only the commands that read data do
     first = {m: d["args"] for d in reversed(done) for m in d["new"]}
     assert first["numpy"] == ["taxonomy", "show", "dog.n.01"]
@@ -133,7 +138,7 @@ def test_help_taxonomy_splits_show_and_benchmark_list_import_no_heavy_module(tmp
     assert "ssb-cub" in by_args["benchmark list"] and "isood-imagenet" in by_args["benchmark list"]
 
 
-def test_compare_check_and_store_verify_import_pandas_but_no_heavy_module(tmp_path):
+def test_compare_check_and_store_verify_import_no_heavy_module(tmp_path):
     import pandas as pd
 
     from semshift.catalog import resolve_manifest
@@ -163,6 +168,9 @@ def test_compare_check_and_store_verify_import_pandas_but_no_heavy_module(tmp_pa
     done = _run(commands, tmp_path)
     assert [d["code"] for d in done] == [0] * 5, [(d["args"], d["text"]) for d in done]
     assert _heavy(done) == []
+    # compare and check build no frame (their rows are tuples); store verify does
+    assert "pandas" not in done[0]["new"] and "pandas" not in done[1]["new"]
+    assert "pandas" in done[2]["new"]
     texts = [str(d["text"]) for d in done]
     assert "jaccard" in texts[0] and "1.000" in texts[0]
     assert "no leaks found" in texts[1]
@@ -251,3 +259,127 @@ def test_the_command_builds_only_the_command_its_arguments_name():
     # nothing is left filtered
     assert set(typer.main.get_command(app).commands) == groups
     assert len(typer.main.get_command(app).commands["splits"].commands) > 1
+
+
+def _leak_fixture(tmp_path: Path) -> tuple[Any, list[str]]:
+    """A manifest and image tables (CSV texts) with every kind of image leak."""
+    from semshift.splits.manifest import SplitManifest
+
+    img = tmp_path / "img"
+    for folder in ("a", "b", "c", "d"):
+        (img / folder).mkdir(parents=True)
+    (img / "a" / "1.png").write_bytes(b"same bytes")
+    (img / "b" / "copy.png").write_bytes(b"same bytes")  # a copy under another path
+    (img / "c" / "other.png").write_bytes(b"diff bytes")  # same size, other bytes
+    (img / "d" / "4.png").write_bytes(b"x")
+    (img / "a" / "5.png").write_bytes(b"same bytes")
+    man = SplitManifest(
+        "toy", {}, "custom", ["k1", "k2"], {"easy": ["e1", "k2"], "hard": ["h1"]},
+        extra={"image_subsets": [["known", "val"]], "image_classes": {"val": "known"}},
+    )  # fmt: skip
+    rows = [
+        ("a/1.png", "known", "k1"), ("b/copy.png", "easy", "e1"), ("c/other.png", "hard", "h1"),
+        ("a/1.png", "easy", "e1"), ("a/1.png", "val", "k1"), ("d/4.png", "known", "zz"),
+        ("missing.png", "hard", "h1"), ("a/5.png", "hard", "nope"), ("a/5.png", "hard", "h1"),
+        (str(img / "d" / "4.png"), "easy", "e1"), ("d/../d/4.png", "other", "q"),
+    ]  # fmt: skip
+    with_class = "path,set,class\n" + "".join(f"{p},{s},{c}\n" for p, s, c in rows)
+    without = "set,path\r\n" + "".join(f"{s},{p}\r\n" for p, s, _ in rows)
+    return man, [with_class, without, "path,set,class\n", "path,set\na/1.png,known"]
+
+
+def test_split_check_without_pandas_gives_the_frames_rows(tmp_path):
+    """``semshift splits check`` checks a plain CSV table in plain Python: the same rows, in
+    the same order, and the same counts as the pandas checks of the same table."""
+    from semshift.splits.check import _plain_table, check_split, check_split_rows
+
+    man, tables = _leak_fixture(tmp_path)
+    kinds = set()
+    for k, text in enumerate(tables):
+        path = tmp_path / f"images{k}.csv"
+        path.write_text(text, newline="")
+        assert _plain_table(text) is not None
+        for hash_content in (True, False):
+            plain = check_split_rows(man, path, root=tmp_path / "img", hash_content=hash_content)
+            frame = check_split_rows(
+                man, path, root=tmp_path / "img", hash_content=hash_content, plain=False
+            )
+            assert plain == frame, (k, hash_content)
+            kinds |= {r[0] for r in plain[0]}
+            report = check_split(man, path, root=tmp_path / "img", hash_content=hash_content)
+            assert report.violations.values.tolist() == [list(r) for r in plain[0]]
+            assert report.checked == plain[1]
+    assert kinds == {
+        "class_overlap", "image_path_overlap", "image_content_overlap", "image_class_mismatch",
+        "unreadable_image",
+    }  # fmt: skip
+    # what the csv module could read otherwise than pandas goes to pandas
+    for text in ('path,set\n"a,1.png",known\n', "path,set\n\na,known\n", "path,set\na,b,c\n",
+                 "path,path\na,b\n", "path,\na,b\n", "path,set\ra,b\r", "   \n", ""):  # fmt: skip
+        assert _plain_table(text) is None, text
+    path = tmp_path / "quoted.csv"
+    path.write_text('path,set,class\n"a/1.png",known,k1\n"b/copy.png",easy,e1\n')
+    assert check_split_rows(man, path, root=tmp_path / "img") == check_split_rows(
+        man, path, root=tmp_path / "img", plain=False
+    )
+
+
+def test_split_compare_rows_are_the_frames():
+    from semshift.catalog import resolve_manifest
+    from semshift.splits.manifest import SplitManifest, compare_manifests, overlap_rows
+
+    pairs = [
+        (resolve_manifest("published:ssb-cub"), resolve_manifest("published:ssb-scars")),
+        (SplitManifest("x", {}, "none", [], {"a": [], "b": ["1"]}),
+         SplitManifest("y", {}, "none", ["1"], {"c": ["2"], "a": []})),
+    ]  # fmt: skip
+    for a, b in pairs:
+        rows = overlap_rows(a, b)
+        frame = compare_manifests(a, b)
+        assert list(frame.columns) == ["bin", "n_a", "n_b", "n_common", "jaccard"]
+        got = [tuple(r) for r in frame.itertuples(index=False)]
+        assert [r[:4] for r in got] == [r[:4] for r in rows]
+        assert np.array_equal([r[4] for r in got], [r[4] for r in rows], equal_nan=True)
+    assert [r[0] for r in overlap_rows(*pairs[1])] == ["known", "a", "b", "c"]
+    assert np.isnan(overlap_rows(*pairs[1])[1][4])
+
+
+def test_a_shipped_command_reads_no_package_metadata(tmp_path):
+    """A command of a shipped group neither imports importlib.metadata (40 ms) nor scans the
+    installed packages' entry points: plugins can only add other groups."""
+    from semshift.catalog import resolve_manifest
+
+    resolve_manifest("published:ssb-cub").write(tmp_path / "cub")
+    for args in (["taxonomy", "show", "dog.n.01"], ["splits", "show", str(tmp_path / "cub")]):
+        (done,) = _run([args], tmp_path)
+        assert done["code"] == 0, done["text"]
+        assert "importlib.metadata" not in done["new"], args
+        assert not [m for m in done["new"] if m.startswith("pydantic")], args
+
+
+def test_plain_parameter_checks_give_typers_values(tmp_path):
+    """``str``, ``bool`` and ``Path`` values pass without pydantic, equal to what typer's own
+    checks give; other types (an int option) keep typer's check and its error."""
+    import typer
+
+    from semshift.cli import app
+    from semshift.cli._app import _AsGiven
+
+    args = ["splits", "check", str(tmp_path), "--images", "im.csv", "--no-hash"]
+    ours = app.command_for(args).commands["splits"].commands["check"]
+    theirs = typer.main.get_command(app).commands["splits"].commands["check"]
+    assert all(isinstance(p._runtime_param, _AsGiven) for p in ours.params)
+    assert all(p._runtime_param is None for p in theirs.params)
+    for cmd in (ours, theirs):
+        ctx = cmd.make_context("check", args[2:])
+        assert ctx.params == {
+            "manifest": tmp_path, "images": Path("im.csv"), "root": None, "no_hash": True,
+            "report": None,
+        }  # fmt: skip
+        assert type(ctx.params["images"]) is type(Path("im.csv"))
+    sample = app.command_for(["splits", "sample"]).commands["splits"].commands["sample"]
+    seed = next(p for p in sample.params if p.name == "seed")
+    assert not isinstance(seed._runtime_param, _AsGiven)  # an int: typer's check
+    with pytest.raises(typer.BadParameter, match="valid integer"):
+        sample.make_context("sample", ["--out", "x", "--seed", "many"])
+    assert sample.make_context("sample", ["--out", "x", "--seed", "7"]).params["seed"] == 7

@@ -43,7 +43,11 @@ def test_the_eight_published_lists_are_named_and_their_files_ship():
     data = files("semshift.catalog") / "data"
     shipped = {p.name for p in data.iterdir()}
     assert "README.md" in shipped
-    assert {f for p in PUBLISHED.values() for f in p.files} == shipped - {"README.md"}
+    # list_counts.json: the image counts of the lists (test_counts_are_the_lists_counted)
+    assert {f for p in PUBLISHED.values() for f in p.files} == shipped - {
+        "README.md",
+        "list_counts.json",
+    }
 
 
 def test_ssb_imagenet_winter21_counts_and_known_is_imagenet1k():
@@ -220,3 +224,37 @@ def test_tar_reader_refuses_links_and_non_archives():
         read_tar_members(_tar({"ok.txt": b"x"}, links=("l.txt",)))
     with pytest.raises(InputError, match="cannot read"):
         read_tar_members(b"not a tar archive")
+
+
+def test_counts_are_the_lists_counted():
+    """The shipped image counts (what ``semshift benchmark list`` and the sets read, without
+    decoding 600,000 paths) are the lists' own, of the very files shipped."""
+    from semshift.catalog import get_benchmark
+    from semshift.catalog.lists import (
+        COUNTS,
+        count_lists,
+        imagenet_ood_images,
+        isood_cells,
+        isood_imagenet1k,
+        list_counts,
+        ssb_imagenet21k_val_files,
+    )
+
+    assert COUNTS == "list_counts.json"
+    assert list_counts() == count_lists()
+    ood = {s.name: s for s in get_benchmark("imagenet-ood").sets()}
+    images = imagenet_ood_images()
+    assert ood["imagenet-ood"].images == len(images) == 31_802
+    assert ood["imagenet-ood"].classes == len({p.split("/")[0] for p in images}) == 637
+    assert ood["openimage-o"].images == 15_869
+    isood = get_benchmark("isood-imagenet").sets()
+    cells = {c: len(v) for c, v in isood_cells().items() if v}
+    assert {s.name: s.images for s in isood if s.role == "ood"} == cells
+    assert [s.name for s in isood if s.role == "ood"] == list(cells)
+    assert next(s for s in isood if s.role == "id_test").images == len(isood_imagenet1k("test"))
+    files = ssb_imagenet21k_val_files()
+    man = published_split("ssb-imagenet")
+    ssb = {s.name: s.images for s in get_benchmark("ssb-imagenet").sets() if s.role == "ood"}
+    assert ssb == {b: sum(len(files[w]) for w in man.bins[b]) for b in ("easy", "hard")}
+    fall11 = get_benchmark("ssb-imagenet-fall11").sets()
+    assert [s.images for s in fall11 if s.role == "ood"] == [None, None]

@@ -67,7 +67,7 @@ _LAZY = {
 
 def import_benchmarks() -> None:
     """Import the shipped benchmarks (registering them, and the layouts they read)."""
-    importlib.import_module("semshift.catalog.benchmarks")
+    importlib.import_module("semshift.catalog.benchmarks").register_layouts()
 
 
 def __getattr__(name: str) -> Any:

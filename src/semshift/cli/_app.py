@@ -18,12 +18,12 @@ import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.models import CommandInfo, TyperInfo
 
-from semshift import __version__
 from semshift.cli._options import console
 from semshift.errors import DuplicateNameError, InputError
 from semshift.registry import Registry
@@ -74,6 +74,11 @@ COMMAND_GROUPS: Registry[CommandGroup] = Registry(
 )
 
 
+#: the shipped command groups (:func:`register_command_group` with ``builtin``), which a
+#: command naming one finds without loading the plugins of ``semshift.commands``
+_BUILTIN: dict[str, CommandGroup] = {}
+
+
 def _command_name(info: CommandInfo) -> str:
     """A command's name on the command line, as typer writes it."""
     callback = info.callback.__name__ if info.callback else ""
@@ -92,6 +97,85 @@ def _only_command(group: typer.Typer, name: str) -> Iterator[None]:
         group.registered_commands = every
 
 
+@contextmanager
+def _no_commands(groups: Sequence[typer.Typer]) -> Iterator[None]:
+    """Within the block, the ``groups`` hold no command (the root's help lists each group by
+    its name and help alone: building every command's options for it took 35 ms)."""
+    every = [g.registered_commands for g in groups]
+    for g in groups:
+        g.registered_commands = []
+    try:
+        yield
+    finally:
+        for g, commands in zip(groups, every, strict=True):
+            g.registered_commands = commands
+
+
+try:  # typer's coercion of parameter values (typer >= 0.25)
+    from typer._coercion import RuntimeParam as _RuntimeParam
+    from typer._coercion import build_runtime_param as _build_runtime_param
+    from typer._param_types import coerce_cli_path as _coerce_cli_path
+except ImportError:  # pragma: no cover - another typer: its own coercion, untouched
+    _RuntimeParam = None  # type: ignore[assignment, misc]
+
+
+if _RuntimeParam is not None:
+
+    @dataclass(frozen=True)
+    class _AsGiven(_RuntimeParam):
+        """A ``str`` or ``bool`` parameter's value, returned as given when it has that type
+        (a string from argv, a default, a flag); a ``Path`` parameter's string made a
+        ``Path`` (what pydantic's validation of it gives) and checked by typer's own path
+        checks; any other value checked as typer checks it."""
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if type(value) is self.annotation:
+                return value
+            if self.annotation is Path and type(value) is str:
+                info = self.parameter_info
+                return _coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+            checked = _build_runtime_param(param.type_descriptor)
+            return checked._coerce_value(value, param=param, ctx=ctx)
+
+
+def _plain_strings(command: Any) -> Any:
+    """``command`` (a click command or group built by typer), its ``str``, ``bool`` and
+    ``Path`` parameters checked without pydantic (:class:`_AsGiven`).
+
+    Typer checks each parameter's value with a pydantic ``TypeAdapter`` built on first use:
+    for a ``str`` value it returns the string it was given (argv and defaults are strings),
+    for a ``Path`` it makes the string a ``Path`` and runs typer's path checks, but
+    importing pydantic and building the adapters costs 60 to 90 ms, more than
+    ``semshift taxonomy show`` needs for all its work. Parameters of other types (numbers,
+    choices, lists) or with a ``parser`` keep typer's check.
+    """
+    if _RuntimeParam is None:  # pragma: no cover
+        return command
+    todo = [(command, None)]
+    while todo:
+        cmd, parent = todo.pop()
+        # the --help option is made on first use, with the names the context gives it
+        ctx = cmd.context_class(cmd, info_name=cmd.name, parent=parent, **cmd.context_settings)
+        todo += [(sub, ctx) for sub in getattr(cmd, "commands", {}).values()]
+        for param in [*cmd.params, cmd.get_help_option(ctx)]:
+            if param is None:
+                continue
+            desc = getattr(param, "type_descriptor", None)
+            info = getattr(desc, "parameter_info", None)
+            kind = getattr(desc, "annotation", None)
+            if (
+                info is not None
+                and (kind in (str, bool) or (kind is Path and info.path_type is None))
+                and getattr(param, "_runtime_param", 0) is None
+                and getattr(desc, "file_annotation", 0) is None
+                and info.parser is None
+                and not param.multiple
+                and param.nargs == 1
+            ):
+                param._runtime_param = _AsGiven(info, kind)
+    return command
+
+
 class _RootApp(typer.Typer):
     """The root app: its command groups are :data:`COMMAND_GROUPS`, read whenever the command
     is built (so a group registered or removed later is mounted or gone)."""
@@ -102,6 +186,10 @@ class _RootApp(typer.Typer):
     @property
     def registered_groups(self) -> list[TyperInfo]:
         only = self._only_groups
+        if only is not None and all(name in _BUILTIN for name in only):
+            # shipped groups (or none, for --version): no scan of the installed packages'
+            # entry points (importlib.metadata, 40 ms), which could only add other groups
+            return [TyperInfo(_BUILTIN[name].app, name=name) for name in only]
         return [TyperInfo(g.app, name=name) for name, g in COMMAND_GROUPS.items()
                 if only is None or name in only]  # fmt: skip
 
@@ -117,23 +205,28 @@ class _RootApp(typer.Typer):
         to 0.4 s for all of semshift's), so ``semshift taxonomy show ...`` builds the root and
         ``taxonomy show`` alone, and ``--version`` the root alone; arguments naming no command
         (``--help``, a group's ``--help``, a typo) build all of the root's or the group's
-        commands, which their help or error lists. A plugin's group is built whole (its
+        commands, which their help or error lists; the root's ``--help`` builds no group's
+        commands (it lists the groups by name and help). A plugin's group is built whole (its
         options could take values).
         """
         words = [a for a in args if not a.startswith("-")]
         name = words[0] if words else ""
         every = self.registered_commands
         mine = [c for c in every if _command_name(c) == name]
-        group = None if mine or not name else COMMAND_GROUPS.get(name)
+        # a shipped group is found without scanning the entry points (see registered_groups)
+        group = None if mine or not name else _BUILTIN.get(name) or COMMAND_GROUPS.get(name)
         bare = not words and bool(args) and "--help" not in args  # --version: the root alone
+        if not words and "--help" in args:  # the root's help: its commands, the groups' names
+            with _no_commands([g.app for g in COMMAND_GROUPS.values()]):
+                return _plain_strings(typer.main.get_command(self))
         if not mine and group is None and not bare:
-            return typer.main.get_command(self)
+            return _plain_strings(typer.main.get_command(self))
         self.registered_commands, self._only_groups = mine, (name,) if group else ()
         try:
             if group is None or not group.builtin or len(words) < 2:
-                return typer.main.get_command(self)
+                return _plain_strings(typer.main.get_command(self))
             with _only_command(group.app, words[1]):
-                return typer.main.get_command(self)
+                return _plain_strings(typer.main.get_command(self))
         finally:
             self.registered_commands, self._only_groups = every, None
 
@@ -181,7 +274,9 @@ def register_command_group(name: str, group: typer.Typer, *, builtin: bool = Fal
                 app.registered_commands}  # fmt: skip
     if name in commands:
         raise DuplicateNameError(f"command group name {name!r} is a command already")
-    COMMAND_GROUPS.add(name, CommandGroup(name, group, builtin=builtin))
+    entry = COMMAND_GROUPS.add(name, CommandGroup(name, group, builtin=builtin))
+    if builtin:
+        _BUILTIN[name] = entry
     return group
 
 
@@ -199,6 +294,8 @@ store_app = _builtin("store", "Check and repair feature stores.")
 
 def _version(value: bool) -> None:
     if value:
+        from semshift import __version__  # importlib.metadata: only for --version
+
         console.print(f"semshift {__version__}")
         raise typer.Exit()
 

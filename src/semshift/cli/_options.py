@@ -12,10 +12,21 @@ from rich.console import Console
 from semshift.errors import SemshiftError
 
 if TYPE_CHECKING:
+    from rich.table import Table as RichTable
+
     from semshift.run import RunResult
 
 
 console = Console(soft_wrap=True)  # paths and messages are never broken across lines
+
+
+def Table(*args: Any, **kwargs: Any) -> RichTable:
+    """A :class:`rich.table.Table`, rich's table module imported on first use (10 ms that the
+    commands printing no table, ``--version`` and ``taxonomy show``, do not pay)."""
+    from rich.table import Table as table
+
+    return table(*args, **kwargs)
+
 
 #: the --taxonomy option every taxonomy-aware command takes
 TaxonomyOption = Annotated[str, typer.Option(help="'wordnet' or a .csv/.json hierarchy.")]

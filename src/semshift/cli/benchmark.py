@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from semshift.errors import SemshiftError
 
@@ -19,6 +18,7 @@ from semshift.cli._options import (
     ConventionsOption,
     ForceOption,
     QuietOption,
+    Table,
     WaitOption,
     console,
     detector_spec,

@@ -13,10 +13,9 @@ import importlib
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from semshift.cli._app import app
-from semshift.cli._options import console
+from semshift.cli._options import Table, console
 from semshift.errors import unknown_name
 
 __all__ = ["KINDS", "describe", "registry_names"]

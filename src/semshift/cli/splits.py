@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from semshift.errors import SemshiftError
 
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
 
 from semshift.cli import _choices
 from semshift.cli._app import splits_app
-from semshift.cli._options import TaxonomyOption, console
+from semshift.cli._options import Table, TaxonomyOption, console
 
 
 def builder_params(builder: str, values: dict[str, Any]) -> Any:
@@ -341,12 +340,19 @@ def splits_check(
     report: Annotated[Path | None, typer.Option(help="Write every violation to this CSV.")] = None,
 ) -> None:
     """Check a split for class and image leaks; exit 1 when any is found."""
-    from semshift.splits.check import check_split
+    from semshift.splits.check import COLUMNS, LeakReport, check_split_rows
 
-    result = check_split(manifest, images, root=root, hash_content=not no_hash)
+    # check_split's rows: a split without leaks is checked and reported without pandas
+    rows, done = check_split_rows(manifest, images, root=root, hash_content=not no_hash)
+    checked = ", ".join(f"{k} {v}" for k, v in done.items())
+    if report is None and not rows:
+        console.print(f"no leaks found ({checked})")
+        return
+    import pandas as pd
+
+    result = LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=done)
     if report is not None:
         result.violations.to_csv(report, index=False)
-    checked = ", ".join(f"{k} {v}" for k, v in result.checked.items())
     if result.ok:
         console.print(f"no leaks found ({checked})")
         return
@@ -446,16 +452,15 @@ def splits_compare(
 ) -> None:
     """Class overlap of two splits, known classes and bin by bin (counts and Jaccard index)."""
     from semshift.catalog import resolve_manifest
-    from semshift.splits.manifest import compare_manifests
+    from semshift.splits.manifest import overlap_rows
 
     ma, mb = resolve_manifest(a), resolve_manifest(b)
-    t = compare_manifests(ma, mb)
     table = Table(title=f"A = {a} vs B = {b}")
     for col in ("set", "A", "B", "common", "jaccard"):
         table.add_column(col, justify="left" if col == "set" else "right")
-    for r in t.itertuples(index=False):
-        jac = "-" if r.jaccard != r.jaccard else f"{r.jaccard:.3f}"  # NaN: both empty
-        table.add_row(r.bin, str(r.n_a), str(r.n_b), str(r.n_common), jac)
+    for name, n_a, n_b, n_common, jaccard in overlap_rows(ma, mb):  # compare_manifests' rows
+        jac = "-" if jaccard != jaccard else f"{jaccard:.3f}"  # NaN: both empty
+        table.add_row(name, str(n_a), str(n_b), str(n_common), jac)
     console.print(table)
     for label, m in (("A", ma), ("B", mb)):
         digest = m.params.get("list_hash") if m.method.startswith("published:") else None

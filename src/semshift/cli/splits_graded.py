@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from semshift.cli._app import splits_app
-from semshift.cli._options import QuietOption, TaxonomyOption, console
+from semshift.cli._options import QuietOption, Table, TaxonomyOption, console
 from semshift.cli.splits import builder_params
 from semshift.errors import SemshiftError
+
+if TYPE_CHECKING:
+    from rich.table import Table as RichTable
 
 
 def _floats(text: str | None, option: str) -> list[float] | None:
@@ -148,7 +150,7 @@ def _store_labels(store: Path, ids: list[str]) -> tuple[Any, Any, int]:
     return np.asarray(feats)[keep], label[keep], int((~keep).sum())
 
 
-def _compare_table(frame: Any, title: str) -> Table:
+def _compare_table(frame: Any, title: str) -> RichTable:
     table = Table(title=title)
     for col in frame.columns:
         table.add_column(col, justify="left" if col in ("part", "method") else "right")

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from semshift.cli._app import splits_app
-from semshift.cli._options import TaxonomyOption, console
+from semshift.cli._options import Table, TaxonomyOption, console
 from semshift.cli.splits import builder_params
 from semshift.errors import SemshiftError
 

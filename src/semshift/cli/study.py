@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from semshift.cli._app import register_command_group
-from semshift.cli._options import ForceOption, QuietOption, console
+from semshift.cli._options import ForceOption, QuietOption, Table, console
 
 study_app = register_command_group(
     "study",

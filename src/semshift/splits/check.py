@@ -26,7 +26,9 @@ set, so large image sets are cheap to check.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,19 +36,26 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-
 from semshift.errors import InputError
 from semshift.splits.manifest import SplitManifest
-from semshift.textio import read_csv
+from semshift.textio import read_csv, read_text
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from semshift.taxonomy import Taxonomy
 
-__all__ = ["CLASS_LEAK_KINDS", "LeakReport", "check_class_disjoint", "check_split"]
+__all__ = [
+    "CLASS_LEAK_KINDS",
+    "LeakReport",
+    "check_class_disjoint",
+    "check_split",
+    "check_split_rows",
+]
 
 COLUMNS = ["kind", "set_a", "set_b", "item", "detail"]
+
+Row = tuple[str, str, str, str, str]
 
 
 @dataclass
@@ -63,6 +72,8 @@ class LeakReport:
 
     def summary(self) -> pd.DataFrame:
         """Count of violations per kind and pair of sets."""
+        import pandas as pd
+
         if self.violations.empty:
             return pd.DataFrame(columns=["kind", "set_a", "set_b", "count", "first"])
         g = self.violations.groupby(["kind", "set_a", "set_b"], sort=False)
@@ -109,6 +120,29 @@ def check_split(
         ``image_root``, else the image table's folder)
     hash_content : also compare file contents (SHA-256) to catch copied files
     """
+    import pandas as pd
+
+    rows, checked = check_split_rows(manifest, images, root=root, hash_content=hash_content)
+    return LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=checked)
+
+
+def check_split_rows(
+    manifest: SplitManifest | str | Path,
+    images: pd.DataFrame | str | Path | None = None,
+    *,
+    root: str | Path | None = None,
+    hash_content: bool = True,
+    plain: bool = True,
+) -> tuple[list[Row], dict[str, int]]:
+    """:func:`check_split`'s violations as rows ``(kind, set_a, set_b, item, detail)``, and
+    what was checked, without pandas where it can (``semshift splits check``: importing
+    pandas costs 0.4 s).
+
+    An image table read from a CSV file is checked in plain Python when the ``csv`` module
+    reads it as pandas does (a header of distinct, non-empty names and every row as many
+    fields); any other table (a frame, blank or ragged lines), or ``plain=False``, is checked
+    with pandas. Both give the same rows in the same order (a test compares them).
+    """
     base: Path | None = None
     if not isinstance(manifest, SplitManifest):
         mpath = Path(manifest)
@@ -116,7 +150,7 @@ def check_split(
         manifest = SplitManifest.read(mpath)
     if images is None and isinstance(manifest.extra.get("images"), str) and base is not None:
         images = base / manifest.extra["images"]
-    rows: list[tuple[str, str, str, str, str]] = []
+    rows: list[Row] = []
 
     class_sets: dict[str, set[str]] = {"known": set(manifest.known)}
     for name, ids in manifest.bins.items():
@@ -133,12 +167,14 @@ def check_split(
     checked = {"class_sets": len(class_sets), "class_pairs": len(pairs)}
 
     if images is not None:
-        if isinstance(images, pd.DataFrame):
-            frame = images.copy()
-            img_base = Path(root) if root is not None else Path.cwd()
-        else:
+        frame: pd.DataFrame | None = None
+        table: dict[str, list[str]] | None = None
+        if isinstance(images, str | os.PathLike):
             ipath = Path(images)
-            frame = read_csv(ipath, "image table", dtype=str, keep_default_na=False)
+            text = read_text(ipath, "image table")
+            table = _plain_table(text) if plain else None
+            if table is None:
+                frame = read_csv(ipath, "image table", text=text, dtype=str, keep_default_na=False)
             stored = manifest.extra.get("image_root")
             img_base = (
                 Path(root)
@@ -147,58 +183,192 @@ def check_split(
                 if isinstance(stored, str)
                 else ipath.parent
             )
-        missing = {"path", "set"} - set(frame.columns)
+        else:
+            frame = images.copy()
+            img_base = Path(root) if root is not None else Path.cwd()
+        columns = set(table) if table is not None else set(_frame(frame).columns)
+        missing = {"path", "set"} - columns
         if missing:
             raise InputError(f"image table needs columns path and set (missing {sorted(missing)})")
         subsets = manifest.extra.get("image_subsets", [])
         allowed = {frozenset(p) for p in subsets}
-        full = [
-            p if os.path.isabs(p) else os.path.normpath(os.path.join(img_base, p))
-            for p in frame["path"].astype(str)
-        ]
-        frame["abspath"] = full
-        rows += _pairs_overlap(frame, "abspath", allowed, "image_path_overlap", "same file path")
-        if hash_content:
-            sizes: list[int] = []
-            unreadable = np.zeros(len(frame), dtype=bool)
-            for i, p in enumerate(full):
-                try:
-                    sizes.append(os.path.getsize(p))
-                except OSError:
-                    sizes.append(-1)
-                    unreadable[i] = True
-            frame["size"] = sizes
-            for k in np.flatnonzero(unreadable).tolist():
-                rows.append(("unreadable_image", frame["set"].iloc[k], "", full[k], "cannot read"))
-            ok = frame[~unreadable]
-            per_size = ok.groupby("size")["set"].transform("nunique")
-            cand = ok[per_size > 1].drop_duplicates(["abspath", "set"]).copy()
-            cand["sha256"] = [_sha256(p) for p in cand["abspath"]]
-            # different paths, same bytes (same paths were reported above)
-            dup = cand.drop_duplicates(["sha256", "abspath", "set"])
-            content = _pairs_overlap(dup, "sha256", allowed, "image_content_overlap", "")
-            paths = dup.groupby("sha256")["abspath"].agg(lambda s: " = ".join(sorted(set(s))))
-            for kind, a, b, digest, _ in content:
-                files = paths[digest]
-                if " = " in files:
-                    rows.append((kind, a, b, files, f"sha256 {digest[:12]}"))
-            checked["hashed_images"] = len(cand)
-        if "class" in frame.columns:
-            mapping = dict(manifest.extra.get("image_classes", {}))
-            for s in frame["set"].unique():
-                if s not in mapping and s in class_sets:
-                    mapping[s] = s
-            for s, cset in mapping.items():
-                if cset not in class_sets:
-                    continue
-                part = frame[(frame["set"] == s) & ~frame["class"].isin(class_sets[cset])]
-                for p, c in zip(part["path"], part["class"], strict=True):
-                    rows.append(
-                        ("image_class_mismatch", s, cset, p, f"class {c} is not in '{cset}'")
-                    )
-        checked["images"] = len(frame)
-        checked["image_sets"] = int(frame["set"].nunique())
-    return LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=checked)
+        found = (
+            _image_rows(table, img_base, allowed, manifest, class_sets, hash_content, checked)
+            if table is not None
+            else _image_rows_frame(
+                _frame(frame), img_base, allowed, manifest, class_sets, hash_content, checked
+            )
+        )
+        rows += found
+    return rows, checked
+
+
+def _frame(frame: pd.DataFrame | None) -> pd.DataFrame:
+    if frame is None:  # pragma: no cover - a table read by csv has no frame
+        raise AssertionError("no image frame")
+    return frame
+
+
+def _plain_table(text: str) -> dict[str, list[str]] | None:
+    """The columns of a CSV text as pandas reads it (``dtype=str, keep_default_na=False``),
+    or None where the two readers could differ: a blank or whitespace-only line, a row with
+    another number of fields than the header, an empty or repeated column name, a quote
+    character (quoted fields: pandas reads them), a NUL or a lone carriage return."""
+    if "\0" in text or '"' in text or "\r" in text.replace("\r\n", "\n"):
+        return None
+    try:
+        parsed = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+    except csv.Error:
+        return None
+    if not parsed:
+        return None
+    header, body = parsed[0], parsed[1:]
+    if len(set(header)) != len(header) or any(not h or h != h.strip() for h in header):
+        return None
+    for row in parsed:
+        if len(row) != len(header) or (len(row) == 1 and not row[0].strip()):
+            return None
+    return {name: [row[k] for row in body] for k, name in enumerate(header)}
+
+
+def _pairs_overlap_plain(
+    keys: list[str], sets: list[str], allowed: set[frozenset[str]], kind: str, detail: str
+) -> list[Row]:
+    """:func:`_pairs_overlap` of the rows ``zip(keys, sets)``."""
+    by_key: dict[str, list[str]] = {}
+    seen: set[tuple[str, str]] = set()
+    for key, name in zip(keys, sets, strict=True):
+        if (key, name) not in seen:
+            seen.add((key, name))
+            by_key.setdefault(key, []).append(name)
+    out = []
+    for value in sorted(k for k, names in by_key.items() if len(names) > 1):
+        for a, b in combinations(sorted(by_key[value]), 2):
+            if frozenset((a, b)) not in allowed:
+                out.append((kind, a, b, str(value), detail))
+    return out
+
+
+def _image_rows(
+    table: dict[str, list[str]],
+    img_base: Path,
+    allowed: set[frozenset[str]],
+    manifest: SplitManifest,
+    class_sets: dict[str, set[str]],
+    hash_content: bool,
+    checked: dict[str, int],
+) -> list[Row]:
+    """:func:`_image_rows_frame` of a table of strings, in plain Python."""
+    rows: list[Row] = []
+    paths, sets = table["path"], table["set"]
+    full = [p if os.path.isabs(p) else os.path.normpath(os.path.join(img_base, p)) for p in paths]
+    rows += _pairs_overlap_plain(full, sets, allowed, "image_path_overlap", "same file path")
+    if hash_content:
+        sizes: list[int] = []
+        for i, p in enumerate(full):
+            try:
+                sizes.append(os.path.getsize(p))
+            except OSError:
+                sizes.append(-1)
+                rows.append(("unreadable_image", sets[i], "", p, "cannot read"))
+        ok = [i for i, size in enumerate(sizes) if size >= 0]
+        sets_of_size: dict[int, set[str]] = {}
+        for i in ok:
+            sets_of_size.setdefault(sizes[i], set()).add(sets[i])
+        cand: list[int] = []
+        pairs: set[tuple[str, str]] = set()
+        for i in ok:
+            if len(sets_of_size[sizes[i]]) > 1 and (full[i], sets[i]) not in pairs:
+                pairs.add((full[i], sets[i]))
+                cand.append(i)
+        digests = [_sha256(full[i]) for i in cand]
+        content = _pairs_overlap_plain(
+            digests, [sets[i] for i in cand], allowed, "image_content_overlap", ""
+        )
+        files: dict[str, set[str]] = {}
+        for i, digest in zip(cand, digests, strict=True):
+            files.setdefault(digest, set()).add(full[i])
+        for kind, a, b, digest, _ in content:
+            joined = " = ".join(sorted(files[digest]))
+            if " = " in joined:
+                rows.append((kind, a, b, joined, f"sha256 {digest[:12]}"))
+        checked["hashed_images"] = len(cand)
+    if "class" in table:
+        classes = table["class"]
+        mapping = dict(manifest.extra.get("image_classes", {}))
+        for s in dict.fromkeys(sets):
+            if s not in mapping and s in class_sets:
+                mapping[s] = s
+        for s, cset in mapping.items():
+            if cset not in class_sets:
+                continue
+            for p, c, name in zip(paths, classes, sets, strict=True):
+                if name == s and c not in class_sets[cset]:
+                    detail = f"class {c} is not in '{cset}'"
+                    rows.append(("image_class_mismatch", s, cset, p, detail))
+    checked["images"] = len(paths)
+    checked["image_sets"] = len(set(sets))
+    return rows
+
+
+def _image_rows_frame(
+    frame: pd.DataFrame,
+    img_base: Path,
+    allowed: set[frozenset[str]],
+    manifest: SplitManifest,
+    class_sets: dict[str, set[str]],
+    hash_content: bool,
+    checked: dict[str, int],
+) -> list[Row]:
+    """The image checks of :func:`check_split_rows` on a frame (pandas)."""
+    import numpy as np
+
+    rows: list[Row] = []
+    full = [
+        p if os.path.isabs(p) else os.path.normpath(os.path.join(img_base, p))
+        for p in frame["path"].astype(str)
+    ]
+    frame["abspath"] = full
+    rows += _pairs_overlap(frame, "abspath", allowed, "image_path_overlap", "same file path")
+    if hash_content:
+        sizes: list[int] = []
+        unreadable = np.zeros(len(frame), dtype=bool)
+        for i, p in enumerate(full):
+            try:
+                sizes.append(os.path.getsize(p))
+            except OSError:
+                sizes.append(-1)
+                unreadable[i] = True
+        frame["size"] = sizes
+        for k in np.flatnonzero(unreadable).tolist():
+            rows.append(("unreadable_image", frame["set"].iloc[k], "", full[k], "cannot read"))
+        ok = frame[~unreadable]
+        per_size = ok.groupby("size")["set"].transform("nunique")
+        cand = ok[per_size > 1].drop_duplicates(["abspath", "set"]).copy()
+        cand["sha256"] = [_sha256(p) for p in cand["abspath"]]
+        # different paths, same bytes (same paths were reported above)
+        dup = cand.drop_duplicates(["sha256", "abspath", "set"])
+        content = _pairs_overlap(dup, "sha256", allowed, "image_content_overlap", "")
+        paths = dup.groupby("sha256")["abspath"].agg(lambda s: " = ".join(sorted(set(s))))
+        for kind, a, b, digest, _ in content:
+            files = paths[digest]
+            if " = " in files:
+                rows.append((kind, a, b, files, f"sha256 {digest[:12]}"))
+        checked["hashed_images"] = len(cand)
+    if "class" in frame.columns:
+        mapping = dict(manifest.extra.get("image_classes", {}))
+        for s in frame["set"].unique():
+            if s not in mapping and s in class_sets:
+                mapping[s] = s
+        for s, cset in mapping.items():
+            if cset not in class_sets:
+                continue
+            part = frame[(frame["set"] == s) & ~frame["class"].isin(class_sets[cset])]
+            for p, c in zip(part["path"], part["class"], strict=True):
+                rows.append(("image_class_mismatch", s, cset, p, f"class {c} is not in '{cset}'"))
+    checked["images"] = len(frame)
+    checked["image_sets"] = int(frame["set"].nunique())
+    return rows
 
 
 #: The kinds of :func:`check_class_disjoint` violations, from the most direct.
@@ -297,6 +467,8 @@ def check_class_disjoint(
                             continue
                         detail = f"test class {name(t)} {how} validation class {name(v)}"
                         rows.append((kind, vs, ts, v, detail))
+    import pandas as pd
+
     order = {k: i for i, k in enumerate(CLASS_LEAK_KINDS)}
     rows.sort(key=lambda r: (order[r[0]], r[1], r[2], r[3], r[4]))
     return LeakReport(violations=pd.DataFrame(rows, columns=COLUMNS), checked=checked)

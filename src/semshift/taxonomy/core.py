@@ -26,15 +26,16 @@ NLTK, ``nltk.corpus.reader.wordnet``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from semshift.errors import TaxonomyFormatError, UnknownNameError, close_matches
 from semshift.taxonomy import graph as g
+from semshift.taxonomy._lines import LineKeys, Lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,7 +105,7 @@ class Taxonomy:
         self._ids = np.asarray(list(ids), dtype=object)
         n = len(self._ids)
         # id -> row for one key; many keys go through :attr:`_index` (pandas, imported then)
-        self._row: dict[Any, int] = dict(zip(self._ids.tolist(), range(n), strict=True))
+        self._row: dict[Any, int] | LineKeys = dict(zip(self._ids.tolist(), range(n), strict=True))
         if len(self._row) != n:
             _, first = np.unique(self._ids, return_index=True)
             again = np.ones(n, dtype=bool)
@@ -122,9 +123,11 @@ class Taxonomy:
         loops = np.flatnonzero(child == parent)
         if len(loops):
             raise TaxonomyFormatError(f"node {self._ids[child[loops[0]]]!r} is its own parent")
-        self._names = list(names) if names is not None else [str(i) for i in self._ids]
-        self._aliases = list(aliases) if aliases is not None else None
-        self._lemmas = list(lemmas) if lemmas is not None else None
+        self._names: Sequence[str] = (
+            list(names) if names is not None else [str(i) for i in self._ids]
+        )
+        self._aliases: Sequence[str] | None = list(aliases) if aliases is not None else None
+        self._lemmas: Sequence[str] | None = list(lemmas) if lemmas is not None else None
         # glosses, lexnames and senses may be given as zero-argument loaders (read on first use)
         self._lazy: dict[str, Any] = {"glosses": glosses, "lexnames": lexnames, "senses": senses}
         self._edge_kind = (
@@ -145,6 +148,68 @@ class Taxonomy:
         )
         if (self._max_depth_arr < 0).any():
             raise TaxonomyFormatError(self._describe_cycle())
+
+    #: the arrays :meth:`_graph_arrays` gives and :meth:`_from_graph` takes: the attribute (or
+    #: cached property) each one is
+    _GRAPH: ClassVar[dict[str, str]] = {
+        "parent_ptr": "_parent_ptr",
+        "parent_idx": "_parent_idx",
+        "child_ptr": "_child_ptr",
+        "child_idx": "_child_idx",
+        "max_depth": "_max_depth_arr",
+        "topo": "_topo",
+        "min_depth": "_min_depth_arr",
+        "name_rank": "_name_rank",
+        "ecc": "_ecc",
+    }
+
+    #: the arrays :meth:`_from_graph` was given (the ancestor table is read from them)
+    _given_graph: Mapping[str, NDArray[np.int64]] | None = None
+
+    def _graph_arrays(self) -> dict[str, NDArray[np.int64]]:
+        """Everything the constructor and the first queries work out from the edges (the
+        CSR adjacency, depths, topological order, the ancestor table and the name order),
+        for :meth:`_from_graph` (the shipped WordNet keeps them: ``wordnet30.bin``)."""
+        out = {key: getattr(self, attr) for key, attr in self._GRAPH.items()}
+        anc = self._anc
+        return {**out, "anc_ptr": anc.ptr, "anc_anc": anc.anc, "anc_dist": anc.dist}
+
+    @classmethod
+    def _from_graph(
+        cls,
+        ids: Lines,
+        edge_child: NDArray[np.int64],
+        edge_parent: NDArray[np.int64],
+        *,
+        graph: Mapping[str, NDArray[np.int64]],
+        names: Lines,
+        aliases: Lines | None = None,
+        lemmas: Lines | None = None,
+        glosses: Sequence[str] | Callable[[], Sequence[str]] | None = None,
+        lexnames: Sequence[str] | Callable[[], Sequence[str]] | None = None,
+        senses: Sequence[str] | Callable[[], Sequence[str]] | None = None,
+        edge_kind: NDArray[np.int8] | None = None,
+        name: str = "custom",
+    ) -> Taxonomy:
+        """A taxonomy from the arrays :meth:`_graph_arrays` gave (int64), without checking
+        or working them out again: only for arrays that came from a taxonomy built by the
+        constructor (a test keeps the shipped WordNet's equal to its source's). The strings
+        stay :class:`~semshift.taxonomy._lines.Lines`, decoded when asked for; ids and
+        aliases must be unique (they are found by a search of the text)."""
+        self = cls.__new__(cls)
+        self.name = name
+        self._ids = np.asarray(ids.tolist(), dtype=object)
+        self._row = LineKeys(ids)
+        self._names, self._aliases, self._lemmas = names, aliases, lemmas
+        if aliases is not None:
+            self.__dict__["_alias_index"] = LineKeys(aliases)
+        self._lazy = {"glosses": glosses, "lexnames": lexnames, "senses": senses}
+        self._edge_child, self._edge_parent = edge_child, edge_parent
+        self._edge_kind = edge_kind if edge_kind is not None else np.zeros(len(edge_child), np.int8)
+        for key, attr in cls._GRAPH.items():
+            self.__dict__[attr] = graph[key]
+        self._given_graph = graph  # the ancestor table, read on first use (:attr:`_anc`)
+        return self
 
     # ------------------------------------------------------------------ construction helpers
     def _describe_cycle(self) -> str:
@@ -229,6 +294,10 @@ class Taxonomy:
 
     @cached_property
     def _anc(self) -> g.AncestorTable:
+        given = self._given_graph
+        if given is not None:
+            ptr, anc, dist = given["anc_ptr"], given["anc_anc"], given["anc_dist"]
+            return g.AncestorTable(n=len(self), ptr=ptr, anc=anc, dist=dist)
         return g.build_ancestor_table(
             len(self), self._parent_ptr, self._parent_idx, self._max_depth_arr, self._topo
         )
@@ -283,17 +352,18 @@ class Taxonomy:
         dist, _ = g.bfs_levels(self._child_ptr, self._child_idx, start, len(self))
         return dist
 
-    def _column(self, name: str) -> list[str] | None:
+    def _column(self, name: str) -> Sequence[str] | None:
         value = self._lazy[name]
         if callable(value):
-            value = self._lazy[name] = list(value())
-        elif value is not None and not isinstance(value, list):
-            value = self._lazy[name] = list(value)
+            value = value()
+        if value is not None and not isinstance(value, list | Lines):
+            value = list(value)
+        self._lazy[name] = value
         return value
 
     # ------------------------------------------------------------------ look-up
     @cached_property
-    def _alias_index(self) -> dict[str, int]:
+    def _alias_index(self) -> dict[str, int] | LineKeys:
         return {} if self._aliases is None else {a: i for i, a in enumerate(self._aliases)}
 
     @cached_property
@@ -562,12 +632,19 @@ class Taxonomy:
 
     # Wu-Palmer ---------------------------------------------------------------------------
     @cached_property
-    def _subsumer_key(self) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
-        """Per node: a sortable key (min depth, then smallest id... encoded) and its decoder."""
+    def _name_rank(self) -> NDArray[np.int64]:
+        """Each node's place in the order of the aliases (else ids), ties in row order."""
         n = len(self)
         name_rank = np.empty(n, dtype=np.int64)
         sort_names = self._aliases if self._aliases is not None else [str(i) for i in self._ids]
         name_rank[np.argsort(np.asarray(sort_names, dtype=object), kind="stable")] = np.arange(n)
+        return name_rank
+
+    @cached_property
+    def _subsumer_key(self) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+        """Per node: a sortable key (min depth, then smallest id... encoded) and its decoder."""
+        n = len(self)
+        name_rank = self._name_rank
         r = n
         # key: min_depth dominates, then "is the first argument itself" (bonus r), then name order
         base = (self._min_depth_arr * (2 * r) + (r - 1 - name_rank)) * 256

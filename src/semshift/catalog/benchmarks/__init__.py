@@ -29,6 +29,9 @@ shipped benchmarks) and :mod:`.run` (configs and checks). Every name is importab
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._base import (  # noqa: F401
     _SHOW,
     DEFAULT_DETECTORS,
@@ -44,29 +47,6 @@ from .registry import (  # noqa: F401
     list_benchmarks,
     register_benchmark,
 )
-from .run import (  # noqa: F401
-    CheckResult,
-    _roots,
-    _used,
-    benchmark_config,
-    benchmark_record,
-    check_benchmark,
-)
-from .selections import (  # noqa: F401
-    _COMPLETE,
-    _FINE,
-    IMAGENET1K_VAL_IMAGES,
-    _bin_classes,
-    _count_21k_list,
-    _in1k_listing,
-    _list_items,
-    _list_selection,
-    _relabel,
-    imagenet1k_list,
-    imagenet1k_subset,
-    imagenet21k_list,
-    ssb_split,
-)
 from .sets import (  # noqa: F401
     _FINE_ROOT,
     _corruption_sets,
@@ -76,6 +56,67 @@ from .sets import (  # noqa: F401
     _isood,
     _ssb_imagenet,
 )
+
+if TYPE_CHECKING:
+    from .run import (  # noqa: F401
+        CheckResult,
+        _roots,
+        _used,
+        benchmark_config,
+        benchmark_record,
+        check_benchmark,
+    )
+    from .selections import (  # noqa: F401
+        _COMPLETE,
+        _FINE,
+        IMAGENET1K_VAL_IMAGES,
+        _bin_classes,
+        _count_21k_list,
+        _in1k_listing,
+        _list_items,
+        _list_selection,
+        _relabel,
+        imagenet1k_list,
+        imagenet1k_subset,
+        imagenet21k_list,
+        ssb_split,
+    )
+
+#: names of the modules that read images (NumPy, the layouts), imported on first use:
+#: ``semshift benchmark list`` needs the registry and the sets alone. :func:`register_layouts`
+#: imports them (the list selections are layouts: ``ssb_split``, ``imagenet21k_list``, ...).
+_LAZY = {
+    **dict.fromkeys(
+        ("CheckResult", "_roots", "_used", "benchmark_config", "benchmark_record",
+         "check_benchmark"),
+        ".run",
+    ),
+    **dict.fromkeys(
+        ("_COMPLETE", "_FINE", "IMAGENET1K_VAL_IMAGES", "_bin_classes", "_count_21k_list",
+         "_in1k_listing", "_list_items", "_list_selection", "_relabel", "imagenet1k_list",
+         "imagenet1k_subset", "imagenet21k_list", "ssb_split"),
+        ".selections",
+    ),
+}  # fmt: skip
+
+
+def register_layouts() -> None:
+    """Register the benchmarks' list selections as layouts (import :mod:`.selections`)."""
+    importlib.import_module(".selections", __name__)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
     "BENCHMARKS",

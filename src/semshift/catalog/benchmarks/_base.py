@@ -9,13 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from semshift.catalog.layouts import (
-    check_sample,
-)
 from semshift.catalog.lists import (
     PublishedList,
     list_hash,
     published_info,
+    published_split,
 )
 from semshift.errors import InputError
 
@@ -28,6 +26,29 @@ DEFAULT_DETECTORS = ("msp", "mls")
 
 #: shown in error messages: how many missing paths are named
 _SHOW = 3
+
+#: ImageNet-1K's 50,000 validation images, as released (``ILSVRC2012_val_00000001`` ...)
+IMAGENET1K_VAL_IMAGES = 50_000
+
+
+def _bin_classes(benchmark: str, bin: str, medium_as_hard: bool) -> list[str]:
+    """Class ids of one bin of a published SSB split; ``known`` is the known classes."""
+    man = published_split(benchmark)
+    if bin == "known":
+        return list(man.known)
+    bins = dict(man.bins)
+    if medium_as_hard and "medium" in bins:
+        bins["hard"] = [*bins.pop("medium"), *bins.get("hard", [])]
+    if bin not in bins:
+        raise InputError(
+            f"{benchmark}: no bin {bin!r}; bins: known, {', '.join(bins)}"
+            + (
+                " (medium is merged into hard: pass medium_as_hard=false)"
+                if bin == "medium"
+                else ""
+            )
+        )
+    return list(bins[bin])
 
 
 @dataclass(frozen=True)
@@ -107,7 +128,11 @@ class Benchmark:
 
     def _sets(self, options: Mapping[str, Any]) -> tuple[BenchmarkSet, ...]:
         opts = self._options(options)
-        sample = check_sample(opts.pop("sample"), "sample")
+        sample = opts.pop("sample")
+        if sample is not None:  # the layouts (NumPy) only where one is asked for
+            from semshift.catalog.layouts import check_sample
+
+            sample = check_sample(sample, "sample")
         sets = self.build(**opts)
         if sample is None:
             return sets

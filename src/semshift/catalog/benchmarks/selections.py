@@ -35,31 +35,11 @@ from semshift.errors import InputError
 from semshift.features.data import ImageSource
 from semshift.taxonomy.classlists import ClassList, load_classlist
 
-from ._base import _SHOW
+from ._base import _SHOW, IMAGENET1K_VAL_IMAGES, _bin_classes
 
 _FINE: dict[str, Callable[..., ImageSource]] = {
     "ssb-cub": cub200, "ssb-scars": stanford_cars, "ssb-aircraft": fgvc_aircraft,
 }  # fmt: skip
-
-
-def _bin_classes(benchmark: str, bin: str, medium_as_hard: bool) -> list[str]:
-    """Class ids of one bin of a published SSB split; ``known`` is the known classes."""
-    man = published_split(benchmark)
-    if bin == "known":
-        return list(man.known)
-    bins = dict(man.bins)
-    if medium_as_hard and "medium" in bins:
-        bins["hard"] = [*bins.pop("medium"), *bins.get("hard", [])]
-    if bin not in bins:
-        raise InputError(
-            f"{benchmark}: no bin {bin!r}; bins: known, {', '.join(bins)}"
-            + (
-                " (medium is merged into hard: pass medium_as_hard=false)"
-                if bin == "medium"
-                else ""
-            )
-        )
-    return list(bins[bin])
 
 
 def _relabel(
@@ -327,10 +307,6 @@ def imagenet1k_subset(
     groups = {"class_id": [n.split("/")[1] for n in names]}
     kind = "imagenet1k-train-subset" + (f"-sample{sample}" if sample is not None else "")
     return ImageSource(top, kind, paths, names, np.asarray(labels, np.int64), cl, groups)
-
-
-#: ImageNet-1K's 50,000 validation images, as released (``ILSVRC2012_val_00000001`` ...)
-IMAGENET1K_VAL_IMAGES = 50_000
 
 
 def _in1k_listing(listing: str) -> list[str]:

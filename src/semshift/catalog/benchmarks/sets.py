@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from semshift.catalog.lists import (
-    imagenet_ood_images,
-    isood_cells,
-    isood_imagenet1k,
-    openimage_o_images,
-    published_split,
-    ssb_imagenet21k_val_files,
-)
+from semshift.catalog.lists import _ISOOD_CELLS, list_counts, published_split
 from semshift.errors import InputError, did_you_mean
 from semshift.splits.levels import ssb_bin_level
 
-from ._base import BenchmarkSet
-from .selections import IMAGENET1K_VAL_IMAGES, _bin_classes
+from ._base import IMAGENET1K_VAL_IMAGES, BenchmarkSet, _bin_classes
 
 _FINE_ROOT = {"ssb-cub": "cub", "ssb-scars": "scars", "ssb-aircraft": "aircraft"}
 
@@ -70,12 +62,13 @@ def _ssb_imagenet(bench: str, release: str) -> Callable[..., tuple[BenchmarkSet,
 
     def build(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
         man = published_split(bench)
-        files = ssb_imagenet21k_val_files() if release == "winter21" else {}
+        # images per class, counted from the shipped lists (catalog.lists.count_lists)
+        files = list_counts()["ssb-imagenet21k-val"] if release == "winter21" else {}
         sets = _in1k_id(train_per_class)
         for b in ("easy", "hard"):
             level = ssb_bin_level(b, ("easy", "hard"))
             wnids = man.bins[b]
-            n = sum(len(files[w]) for w in wnids) if files else None
+            n = sum(files[w] for w in wnids) if files else None
             sets.append(
                 BenchmarkSet(b, "ood", "imagenet21k", "imagenet21k_list",
                              {"listing": f"{bench}:{b}", "release": release, "split": "val"},
@@ -88,6 +81,8 @@ def _ssb_imagenet(bench: str, release: str) -> Callable[..., tuple[BenchmarkSet,
 
 def _corruption_sets(corruptions: Sequence[str]) -> list[BenchmarkSet]:
     """ImageNet-1K val with semshift's own corruptions, one set per ``name:severity``."""
+    if not corruptions:  # the default: the corruptions' module (NumPy) is not needed
+        return []
     from semshift.features.corruptions import CORRUPTIONS, SEVERITIES
 
     out: list[BenchmarkSet] = []
@@ -117,12 +112,13 @@ def _corruption_sets(corruptions: Sequence[str]) -> list[BenchmarkSet]:
 def _imagenet_ood(
     *, train_per_class: int, c_by_severity: bool, corruptions: Sequence[str]
 ) -> tuple[BenchmarkSet, ...]:
-    images = imagenet_ood_images()
+    counts = list_counts()  # counted from the shipped lists (catalog.lists.count_lists)
+    ood = counts["imagenet-ood"]
     sets = _in1k_id(train_per_class)
     sets.append(
         BenchmarkSet("imagenet-ood", "ood", "imagenet21k", "imagenet21k_list",
-                     {"listing": "imagenet-ood"}, images=len(images),
-                     classes=len({p.split("/", 1)[0] for p in images}), split="imagenet-ood")
+                     {"listing": "imagenet-ood"}, images=ood["images"],
+                     classes=ood["classes"], split="imagenet-ood")
     )  # fmt: skip
     for name, root in (("imagenet-r", "imagenet_r"), ("imagenet-sketch", "imagenet_sketch")):
         sets.append(BenchmarkSet(name, "covariate", root, root, {}, optional=True))
@@ -138,24 +134,26 @@ def _imagenet_ood(
     sets.extend(_corruption_sets(corruptions))
     sets.append(
         BenchmarkSet("openimage-o", "ood", "openimage_o", "openimage_o", {"split": "test"},
-                     images=len(openimage_o_images()), split="openimage-o", optional=True)
+                     images=counts["openimage-o"]["test"], split="openimage-o", optional=True)
     )  # fmt: skip
     return tuple(sets)
 
 
 def _isood(*, train_per_class: int) -> tuple[BenchmarkSet, ...]:
+    counts = list_counts()["isood-imagenet"]  # counted from the shipped lists
     test = BenchmarkSet(
         "id_test", "id_test", "imagenet1k", "imagenet1k_list", {"listing": "isood:test"},
-        images=len(isood_imagenet1k("test")), classes=1000,
+        images=counts["test_imagenet"], classes=1000,
     )  # fmt: skip
     sets = _in1k_id(train_per_class, test)
-    for cell, files in isood_cells().items():
+    for cell in _ISOOD_CELLS:
+        files = counts[cell]
         if not files:
             continue  # IS-OOD leaves three cells empty: nothing to measure there
         _, cov, _, sem = cell.split("_")
         sets.append(
             BenchmarkSet(cell, "ood", "imagenet21k", "imagenet21k_list",
                          {"listing": f"isood:{cell}", "release": "winter21", "split": "val"},
-                         images=len(files), semantic_level=int(sem), covariate_level=int(cov))
+                         images=files, semantic_level=int(sem), covariate_level=int(cov))
         )  # fmt: skip
     return tuple(sets)
