@@ -3,8 +3,8 @@ the modules it imported are compared with what it needs (a deterministic import 
 wall clock; ``benchmarks/bench_cli_start.py`` times them).
 
 Light: every ``--help``, ``--version``, ``taxonomy show`` / ``distance``, ``splits show``,
-``benchmark list``, ``splits compare`` and ``splits check`` (these import no pandas either),
-and ``store verify`` on a small store (the store's modules read their tables with pandas).
+``benchmark list``, ``splits compare``, ``splits check`` and ``store verify`` on a small store
+(these import no pandas either).
 None of them imports pydantic (typer's checks of ``str``, ``bool`` and ``Path`` values,
 :func:`semshift.cli._app._plain_strings`), and those that name a shipped command group scan
 no installed package's entry points.
@@ -168,9 +168,9 @@ def test_compare_check_and_store_verify_import_no_heavy_module(tmp_path):
     done = _run(commands, tmp_path)
     assert [d["code"] for d in done] == [0] * 5, [(d["args"], d["text"]) for d in done]
     assert _heavy(done) == []
-    # compare and check build no frame (their rows are tuples); store verify does
-    assert "pandas" not in done[0]["new"] and "pandas" not in done[1]["new"]
-    assert "pandas" in done[2]["new"]
+    # compare and check build no frame (their rows are tuples); store verify reads meta.json,
+    # hashes the files and recognises an empty skipped.csv without one
+    assert [d["args"][:2] for d in done[:3] if "pandas" in d["new"]] == []
     texts = [str(d["text"]) for d in done]
     assert "jaccard" in texts[0] and "1.000" in texts[0]
     assert "no leaks found" in texts[1]
@@ -383,3 +383,30 @@ def test_plain_parameter_checks_give_typers_values(tmp_path):
     with pytest.raises(typer.BadParameter, match="valid integer"):
         sample.make_context("sample", ["--out", "x", "--seed", "many"])
     assert sample.make_context("sample", ["--out", "x", "--seed", "7"]).params["seed"] == 7
+
+
+def test_store_verify_counts_skipped_rows_as_the_frame_does(tmp_path):
+    """An empty ``skipped.csv`` is recognised without pandas; any other is parsed and checked as
+    :func:`read_skipped` does (row count against ``meta.json``, integer sample ids)."""
+    import pandas as pd
+
+    from semshift.features.store import read_skipped, verify_store, write_store
+    from semshift.features.store.verify import _skipped_rows
+
+    index = pd.DataFrame({"path": [f"im{i}.png" for i in range(4)], "label": [0, 1] * 2})
+    logits = np.arange(8, dtype=np.float32).reshape(4, 2)
+    write_store(tmp_path / "s", index=index, arrays={"logits": logits}, shard_size=4)
+    f = tmp_path / "s" / "skipped.csv"
+    assert _skipped_rows(f) == 0 == len(read_skipped(f)) and verify_store(tmp_path / "s") == []
+    for text, rows in [
+        ("", 0),
+        ("sample_id,path,reason\r\n", 0),
+        ("sample_id,path,reason\n3,a.png,unreadable\n", 1),
+        ('sample_id,path,reason\n3,"a,b.png",x\n4,c.png,y\n', 2),
+    ]:
+        f.write_text(text, newline="")
+        assert _skipped_rows(f) == rows == len(read_skipped(f)), text
+    f.write_text("sample_id,path,reason\nx,a.png,unreadable\n")
+    assert _skipped_rows(f) == "line 2: sample_id 'x' is not an integer"
+    (tmp_path / "gone.csv").unlink(missing_ok=True)
+    assert _skipped_rows(tmp_path / "gone.csv") == 0

@@ -55,62 +55,118 @@ The package's modules: :mod:`._io` (format constants, atomic writes, checksums),
 
 from __future__ import annotations
 
-from ._io import (  # noqa: F401
-    CHECKSUM,
-    DEFAULT_BLOCK_ROWS,
-    F32,
-    FORMAT_VERSION,
-    RESERVED_COLUMNS,
-    _fsync_dir,
-    _HashingWriter,
-    _write_json,
-    _write_npy,
-    _write_parquet,
-    atomic_write,
-    checksum_matches,
-    file_checksum,
-    recorded_checksum,
-    sha256_file,
-)
-from .reader import (  # noqa: F401
-    _PREFETCH,
-    _READ_AHEAD_CHUNK,
-    SKIPPED_COLUMNS,
-    FeatureStore,
-    Selection,
-    _read_ahead,
-    _schema,
-    _Shard,
-    _short,
-    _skipped_frame,
-    concat_stores,
-    model_identity,
-    open_store,
-    read_meta,
-    read_skipped,
-    row_class_ids,
-)
-from .verify import (  # noqa: F401
-    _HASH_THREADS,
-    Damage,
-    RepairResult,
-    _describe_mismatch,
-    _file_damage,
-    _index_differs,
-    _repair_meta,
-    _skipped_damage,
-    model_mismatch,
-    open_verified,
-    repair_store,
-    verify_store,
-)
-from .writer import (  # noqa: F401
-    StoreWriter,
-    _jsonable,
-    _shard_name,
-    _ShardRecord,
-    write_store,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._io import (  # noqa: F401
+        CHECKSUM,
+        DEFAULT_BLOCK_ROWS,
+        F32,
+        FORMAT_VERSION,
+        RESERVED_COLUMNS,
+        _fsync_dir,
+        _HashingWriter,
+        _write_json,
+        _write_npy,
+        _write_parquet,
+        atomic_write,
+        checksum_matches,
+        file_checksum,
+        recorded_checksum,
+        sha256_file,
+    )
+    from ._meta import _shard_name, model_identity, read_meta  # noqa: F401
+    from .reader import (  # noqa: F401
+        _PREFETCH,
+        _READ_AHEAD_CHUNK,
+        SKIPPED_COLUMNS,
+        FeatureStore,
+        Selection,
+        _read_ahead,
+        _schema,
+        _Shard,
+        _short,
+        _skipped_frame,
+        concat_stores,
+        open_store,
+        read_skipped,
+        row_class_ids,
+    )
+    from .verify import (  # noqa: F401
+        _HASH_THREADS,
+        Damage,
+        RepairResult,
+        _describe_mismatch,
+        _file_damage,
+        _index_differs,
+        _repair_meta,
+        _skipped_damage,
+        model_mismatch,
+        open_verified,
+        repair_store,
+        verify_store,
+    )
+    from .writer import (  # noqa: F401
+        StoreWriter,
+        _jsonable,
+        _ShardRecord,
+        write_store,
+    )
+
+#: where each name is defined: the package imports a module on the first use of one of its
+#: names, so `semshift store verify` reads a store without pandas (reader / writer import it)
+_LAZY: dict[str, str] = {
+    "CHECKSUM": "_io",
+    "DEFAULT_BLOCK_ROWS": "_io",
+    "F32": "_io",
+    "FORMAT_VERSION": "_io",
+    "RESERVED_COLUMNS": "_io",
+    "_fsync_dir": "_io",
+    "_HashingWriter": "_io",
+    "_write_json": "_io",
+    "_write_npy": "_io",
+    "_write_parquet": "_io",
+    "atomic_write": "_io",
+    "checksum_matches": "_io",
+    "file_checksum": "_io",
+    "recorded_checksum": "_io",
+    "sha256_file": "_io",
+    "_PREFETCH": "reader",
+    "_READ_AHEAD_CHUNK": "reader",
+    "SKIPPED_COLUMNS": "reader",
+    "FeatureStore": "reader",
+    "Selection": "reader",
+    "_read_ahead": "reader",
+    "_schema": "reader",
+    "_Shard": "reader",
+    "_short": "reader",
+    "_skipped_frame": "reader",
+    "concat_stores": "reader",
+    "model_identity": "_meta",
+    "open_store": "reader",
+    "read_meta": "_meta",
+    "read_skipped": "reader",
+    "row_class_ids": "reader",
+    "_HASH_THREADS": "verify",
+    "Damage": "verify",
+    "RepairResult": "verify",
+    "_describe_mismatch": "verify",
+    "_file_damage": "verify",
+    "_index_differs": "verify",
+    "_repair_meta": "verify",
+    "_skipped_damage": "verify",
+    "model_mismatch": "verify",
+    "open_verified": "verify",
+    "repair_store": "verify",
+    "verify_store": "verify",
+    "StoreWriter": "writer",
+    "_jsonable": "writer",
+    "_shard_name": "_meta",
+    "_ShardRecord": "writer",
+    "write_store": "writer",
+}
+
 
 __all__ = [
     "FORMAT_VERSION",
@@ -132,3 +188,16 @@ __all__ = [
     "verify_store",
     "write_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -9,14 +9,16 @@ import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import xxhash
 from numpy.typing import NDArray
 
 from semshift.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Version of the on-disk layout, bumped when it changes incompatibly.
 FORMAT_VERSION = 1

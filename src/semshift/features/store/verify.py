@@ -12,14 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
 from semshift.errors import InputError
 
 from ._io import checksum_matches
-from .reader import _skipped_frame, model_identity, open_store, read_meta
-from .writer import _shard_name, _ShardRecord
+from ._meta import _shard_name, model_identity, read_meta
 
 if TYPE_CHECKING:
     from .reader import FeatureStore
@@ -144,13 +140,32 @@ def _skipped_damage(root: Path, meta: Mapping[str, Any]) -> str | None:
         problem = _file_damage(root, "skipped.csv", info)
         if problem is not None:
             return problem
-    frame = _skipped_frame(root / "skipped.csv")
-    if isinstance(frame, str):
-        return frame
+    rows = _skipped_rows(root / "skipped.csv")
+    if isinstance(rows, str):
+        return rows
     n = meta.get("n_skipped")
-    if isinstance(n, int) and len(frame) != n:
-        return f"{len(frame)} rows, meta.json records {n}"
+    if isinstance(n, int) and rows != n:
+        return f"{rows} rows, meta.json records {n}"
     return None
+
+
+#: A ``skipped.csv`` of a store that skipped no image, as the writer writes it (pandas'
+#: ``to_csv``; also with Windows line ends)
+_EMPTY_SKIPPED = {b"", b"sample_id,path,reason\n", b"sample_id,path,reason\r\n"}
+
+
+def _skipped_rows(f: Path) -> int | str:
+    """Rows of ``skipped.csv`` (:func:`read_skipped`'s checks), or what is wrong with it. The
+    table of a store that skipped nothing is recognised without pandas; any other is parsed."""
+    try:
+        if not f.is_file() or (f.stat().st_size <= 32 and f.read_bytes() in _EMPTY_SKIPPED):
+            return 0
+    except OSError:
+        pass  # read_skipped names the problem
+    from .reader import _skipped_frame
+
+    frame = _skipped_frame(f)
+    return frame if isinstance(frame, str) else len(frame)
 
 
 def model_mismatch(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -218,6 +233,8 @@ def open_verified(
         damaged files, and the repair command), or from another model than the store it must
         agree with (both named, with the fields that differ).
     """
+    from .reader import open_store
+
     out: dict[str, FeatureStore] = {}
     opened: dict[Path, FeatureStore] = {}
     for name, path in stores.items():
@@ -255,6 +272,9 @@ def open_verified(
 
 
 def _index_differs(root: Path, meta: Mapping[str, Any]) -> str | None:
+    import numpy as np
+    import pandas as pd
+
     try:
         index = pd.read_parquet(root / "index.parquet")
     except Exception as err:  # any failure of the parquet reader means damage
@@ -277,6 +297,8 @@ def _index_differs(root: Path, meta: Mapping[str, Any]) -> str | None:
 def _repair_meta(root: Path, problem: str) -> RepairResult:
     """:func:`repair_store` for a store whose ``meta.json`` cannot be read (``problem``)."""
     from semshift.textio import read_json
+
+    from .writer import _ShardRecord
 
     run_file = root / "run.json"
     try:

@@ -28,6 +28,7 @@ from ._io import (
     atomic_write,
     checksum_matches,
 )
+from ._meta import _shard_name
 from .reader import open_store
 
 if TYPE_CHECKING:
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
 
 
 # --------------------------------------------------------------------------- writer
-def _shard_name(k: int) -> str:
-    return f"{k:05d}"
-
-
 @dataclass
 class _ShardRecord:
     """What a shard's commit record says: rows, and per file its name, size and SHA-256."""
