@@ -115,6 +115,27 @@ def test_lines_read_items_without_decoding_all():
         keys["nope"]
     with pytest.raises(TypeError):
         keys.get(["unhashable"], -1)
+    # after LineKeys.SEARCHES look-ups a dict answers, with the same answers
+    searched = LineKeys(Lines(blob))
+    asked = [*words, "nope", "las", "a\nb", 5, ("x",)] * 3
+    first = [searched.get(k, -1) for k in asked]
+    assert searched._dict is not None and [searched.get(k, -1) for k in asked] == first
+    assert first[: len(words)] == list(range(6)) and first[6:11] == [-1] * 5
+    with pytest.raises(KeyError):
+        searched["nope"]
+    with pytest.raises(TypeError):
+        searched.get(["unhashable"], -1)
+
+
+def test_many_misses_in_the_shipped_wordnet_are_dict_look_ups():
+    """A run asks ``class_id in wordnet()`` for thousands of ids, most not WordNet's: past
+    the first few, no look-up searches the packed text."""
+    from semshift.taxonomy import wordnet
+
+    wn = wordnet()
+    ids = [f"x{i:05d}" for i in range(200)] + ["n02084071", "dog.n.01"]
+    assert [k in wn for k in ids] == [False] * 200 + [True, True]
+    assert wn._row._dict is not None and wn._alias_index._dict is not None
 
 
 def test_arrays_file_round_trip(tmp_path):
