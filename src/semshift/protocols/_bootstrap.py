@@ -45,7 +45,7 @@ from semshift.detectors import default_threads
 from semshift.errors import InputError, SemshiftError
 from semshift.metrics import evaluate_many, list_metrics, oscr
 from semshift.metrics.ranking import n_required
-from semshift.metrics.stats import BLOCK_ELEMENTS, resample_counts
+from semshift.metrics.stats import BLOCK_ELEMENTS
 from semshift.protocols.sets import Bootstrap, ScoredSet
 from semshift.protocols.tidy import error_row
 
@@ -135,16 +135,58 @@ def _blocks(
         for b in draws:
             rows = slice(row, row + b)
             if not ref_last:
-                w_ref[rows] = resample_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
+                _counts_into(w_ref[rows], rng.integers(0, n_ref, size=(b, n_ref)))
             off = 0
             for n in sizes:
-                w_sub[rows, off : off + n] = resample_counts(rng.integers(0, n, size=(b, n)), n)
+                _counts_into(w_sub[rows, off : off + n], rng.integers(0, n, size=(b, n)))
                 off += n
             if ref_last:
-                w_ref[rows] = resample_counts(rng.integers(0, n_ref, size=(b, n_ref)), n_ref)
+                _counts_into(w_ref[rows], rng.integers(0, n_ref, size=(b, n_ref)))
             row += b
         done += n_b
         yield w_ref, w_sub
+
+
+def _positions(r_sorted: FloatArray, x: FloatArray) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """``searchsorted(r_sorted, x)`` on the left and on the right, each in the order of ``x``.
+
+    The queries are searched in ascending order (each search starts where the last ended and
+    reads the sorted array front to back), then put back in place.
+    """
+    o = np.argsort(x, kind="stable")
+    xs = x[o]
+    lt = np.empty(x.size, dtype=np.intp)
+    le = np.empty(x.size, dtype=np.intp)
+    lt[o] = np.searchsorted(r_sorted, xs, side="left")
+    le[o] = np.searchsorted(r_sorted, xs, side="right")
+    return lt, le
+
+
+def _counts_into(out: NDArray[Any], idx: NDArray[np.int64]) -> None:
+    """``out[r] = resample_counts(idx, n)[r]`` for every row, written in place (n = out's
+    width): one ``bincount`` per resample, so no offset index matrix and no int64 copy of the
+    counts (the same values as :func:`semshift.metrics.stats.resample_counts`)."""
+    n = out.shape[1]
+    for r in range(idx.shape[0]):
+        out[r] = np.bincount(idx[r], minlength=n)
+
+
+def _count_prefix(v: IntArray, limit: int) -> NDArray[np.intp]:
+    """Per row of the non-negative ``v`` (b, n): how many of the running sums
+    ``v[:, :1].sum(), ..., v[:, :n - 1].sum()`` are at most ``limit`` (the running sum of the
+    last column left out).
+
+    The running sums grow along the row, so those at most ``limit`` form a prefix: only the
+    leading columns are summed, as far as every row has passed ``limit`` (a resample holds
+    about one image per column, so a little over ``limit`` columns), all of them otherwise.
+    """
+    n = v.shape[1]
+    m = min(n - 1, 2 * limit + 64)
+    while True:
+        head = np.cumsum(v[:, :m], axis=1, dtype=np.int32)  # at most n: exact
+        if m >= n - 1 or bool((head[:, -1] > limit).all()):
+            return np.count_nonzero(head <= limit, axis=1)
+        m = min(n - 1, 4 * m)
 
 
 def _narrow(w: IntArray) -> NDArray[Any]:
@@ -162,13 +204,13 @@ def _each_block(
     blocks: Iterator[tuple[IntArray, IntArray]],
     plans: Sequence[Any],
     block: Callable[..., None],
-    prepare_ref: Callable[[IntArray], NDArray[Any]],
+    prepare_ref: Callable[[IntArray], Any],
 ) -> None:
     """Run ``block(d, plan, prepare_ref(w_ref), w_sub, resample slice)`` in ``workers`` for
     every detector with a plan, block of draws after block; the next block is drawn (and its
     reference multiplicities prepared) on a helper thread meanwhile."""
 
-    def draw() -> tuple[NDArray[Any], IntArray] | None:
+    def draw() -> tuple[Any, IntArray] | None:
         cur = next(blocks, None)
         return None if cur is None else (prepare_ref(cur[0]), cur[1])
 
@@ -189,6 +231,11 @@ def _each_block(
                 job.result()
 
 
+#: sums of non-negative int32 terms below this stay exact in int32 arithmetic
+_INT32_LIMIT = 2**31
+#: cumulated counts (doubled with ties) up to this are gathered as uint16
+_UINT16_MAX = int(np.iinfo(np.uint16).max)
+
 _Plan = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], bool, NDArray[np.bool_]]
 
 
@@ -197,17 +244,25 @@ def _below_dot(cm: IntArray, plan: _Plan, w_sub: IntArray, bounds: NDArray[np.in
     reference weight below the sample, ties counted 1/2): shape (n_sub, b).
 
     ``cm`` (b, n_ref + 1) and ``w_sub`` (b, sum n_c): every resample is a contiguous row, so the
-    gathers read one cache-resident row at a time. Integer arithmetic (int32 gathers, int64
-    sums), so the result is exact.
+    gathers read one cache-resident row at a time. Integer arithmetic (uint16 or int32
+    gathers, int32 or int64 sums, each only where every value fits), so the result is exact.
     """
     _, lt, le, ties, _ = plan
     out = np.empty((bounds.size - 1, w_sub.shape[0]), dtype=np.int64)
+    # a subset's resample holds n_c images and cm is at most its last column, so every
+    # product and partial sum is at most n_c * max(cm) (x2 with ties): int32 when that fits
+    top = int(cm[:, -1].max()) * (2 if ties else 1)
+    if top <= _UINT16_MAX:  # gathered values (x2 with ties) fit uint16: half the bytes to read
+        cm = cm.astype(np.uint16)
     for c in range(bounds.size - 1):  # one subset at a time: its gathers stay in cache
         a, e = bounds[c], bounds[c + 1]
         g = np.take(cm, lt[a:e], axis=1)
         if ties:
             g += np.take(cm, le[a:e], axis=1)
-        out[c] = np.einsum("bj,bj->b", w_sub[:, a:e], g, dtype=np.int64)
+        if (e - a) * top < _INT32_LIMIT:
+            out[c] = np.einsum("bj,bj->b", w_sub[:, a:e], g)
+        else:
+            out[c] = np.einsum("bj,bj->b", w_sub[:, a:e], g, dtype=np.int64)
     if not ties:
         return out.astype(np.float64)
     return np.multiply(out, 0.5, dtype=np.float64)
@@ -227,7 +282,8 @@ def _accepted(
     out = np.empty((bounds.size - 1, w_sub.shape[0]), dtype=np.int64)
     for c in range(bounds.size - 1):
         a, e = bounds[c], bounds[c + 1]
-        out[c] = np.einsum("bj,j->b", w_sub[:, a:e], always[a:e], dtype=np.int64)
+        # at most n_c resampled images: exact in int32
+        out[c] = np.einsum("bj,j->b", w_sub[:, a:e], always[a:e])
     band = np.flatnonzero((le > lo) & (le <= hi))
     if band.size:
         hit = le[band][:, None] > i_fpr[None, :]  # (n_band, b)
@@ -314,8 +370,7 @@ def ranked_bootstrap(
             s if s is not None else np.zeros(n) for s, n in zip(subsets[d], sizes, strict=True)
         ]
         sub = np.concatenate(parts)
-        lt = np.searchsorted(r_sorted, sub, side="left")
-        le = np.searchsorted(r_sorted, sub, side="right")
+        lt, le = _positions(r_sorted, sub)
         return order, lt, le, bool((lt != le).any()), have
 
     def block(d: int, plan: _Plan, w_ref: NDArray[Any], w_sub: IntArray, sl: slice) -> None:
@@ -668,21 +723,27 @@ def pool_bootstrap(
         sub = -np.concatenate(
             [x if x is not None else np.zeros(n) for x, n in zip(set_scores[d], sizes, strict=True)]
         )
-        lt = np.searchsorted(r_sorted, sub, side="left")
-        le = np.searchsorted(r_sorted, sub, side="right")
+        lt, le = _positions(r_sorted, sub)
         ties = bool((lt != le).any())
         # The only pool cumulative counts ever read are at the set images' positions: cut the
         # ranked pool at those positions and sum each resample's multiplicities per segment
         # (a sparse one-hot product over the pool in sample order, so no per-resample
         # permutation of the pool); their running sum gives the counts at every position.
         pos = np.unique(np.concatenate((lt, le)) if ties or fpr95 else lt)
-        rank = np.empty(n_p, dtype=np.intp)
-        rank[order] = np.arange(n_p)
-        seg = np.searchsorted(pos, rank, side="right")  # pool image i counts at pos[j] > rank
+        # pool image i (rank r: order[r] = i) counts at every pos[j] > r; ranks searched in order
+        seg = np.empty(n_p, dtype=np.intp)
+        seg[order] = np.searchsorted(pos, np.arange(n_p), side="right")
         used = np.flatnonzero(seg < pos.size)
         onehot = scipy.sparse.csr_matrix(
             (np.ones(used.size, dtype=np.int32), (seg[used], used)), shape=(pos.size, n_p)
         )
+        # the same matrix in int16 (the product reads half the bytes): usable in a block whose
+        # largest multiplicity times the longest segment fits int16 (every sum then does)
+        onehot16 = scipy.sparse.csr_matrix(
+            (np.ones(used.size, dtype=np.int16), onehot.indices, onehot.indptr),
+            shape=onehot.shape,
+        )
+        longest = int(np.diff(onehot.indptr).max(initial=0))
         members: list[Any] = []
         for k, (x, c) in enumerate(zip(set_scores[d], corrects, strict=True)):
             if x is None:
@@ -704,14 +765,18 @@ def pool_bootstrap(
                     np.searchsorted(xs, xs[wrong], side="right"),
                 )
             )
-        return onehot, ties, np.array(have), members
+        return (onehot, onehot16, longest), ties, np.array(have), members
 
-    def block(d: int, plan: Any, w_ref_t: IntArray, w_sub: IntArray, sl: slice) -> None:
-        onehot, ties, have, members = plan
+    def block(d: int, plan: Any, ref: _PoolRef, w_sub: IntArray, sl: slice) -> None:
+        (onehot, onehot16, longest), ties, have, members = plan
         b = w_sub.shape[0]
         # per segment sums (n_pos, b), then resample-major for a fast running sum (cumsum
         # along the last axis of a C-contiguous array is an order of magnitude faster)
-        seg = np.ascontiguousarray((onehot @ w_ref_t).T)
+        if longest * ref.top <= _INT16_MAX:
+            seg = np.ascontiguousarray((onehot16 @ ref.t16).T, dtype=np.int32)
+        else:
+            assert ref.t32 is not None
+            seg = np.ascontiguousarray((onehot @ ref.t32).T)
         cum = np.cumsum(seg, axis=1, dtype=np.int32)  # (b, n_pos): pool images above
         scale = 2 if ties else 1
         for k in range(n_sets):
@@ -731,7 +796,7 @@ def pool_bootstrap(
             u_cw = np.full(b, np.nan)
             if within:
                 cc = np.zeros((b, sizes[k] + 1), dtype=np.int32)
-                np.cumsum(vc, axis=1, out=cc[:, 1:])
+                np.cumsum(vc, axis=1, dtype=np.int32, out=cc[:, 1:])
                 # misclassified images: resampled correct images above them, ties 1/2 (x2)
                 below2 = np.take(cc, w_lt, axis=1) + np.take(cc, w_le, axis=1)
                 vw = np.take(vs, wrong, axis=1)
@@ -748,14 +813,33 @@ def pool_bootstrap(
             if fpr95:
                 # threshold: the k-th largest resampled set score; pool images >= it, which
                 # is the pool count at that image's "right" position
-                ca = np.cumsum(vs, axis=1)  # (b, n_S): resampled set images <= xs[i]
                 k_fpr = n_required(0.95, sizes[k])
-                i_b = np.count_nonzero(ca[:, :-1] <= sizes[k] - k_fpr, axis=1)
+                i_b = _count_prefix(vs, sizes[k] - k_fpr)
                 out["fpr95"][d, k, sl] = cum[np.arange(b), le_i[i_b]] / n_p
 
     with ThreadPoolExecutor(max_workers=_n_threads(threads)) as workers:
         plans = list(workers.map(plan_of, range(n_det)))
+        longest = max((p[0][2] for p in plans if p is not None), default=0)
         blocks = _blocks(np.random.default_rng(seed), n_p, sizes, n_resamples, ref_last)
         # the pool transposed once per block (one row per image), shared by every detector
-        _each_block(workers, blocks, plans, block, _transposed)
+        _each_block(workers, blocks, plans, block, lambda w: _PoolRef.of(w, longest))
     return out
+
+
+_INT16_MAX = int(np.iinfo(np.int16).max)
+
+
+@dataclass
+class _PoolRef:
+    """One block's pool multiplicities, one row per image (n_p, b): int16 (``t16``), and
+    int32 (``t32``) only when some detector's segment sums could pass the int16 range."""
+
+    t16: NDArray[np.int16]
+    t32: IntArray | None
+    top: int  # the largest multiplicity
+
+    @classmethod
+    def of(cls, w_ref: IntArray, longest: int) -> _PoolRef:
+        top = int(w_ref.max(initial=0))
+        t16 = np.ascontiguousarray(w_ref.T, dtype=np.int16)  # multiplicities < 2^15
+        return cls(t16, _transposed(w_ref) if longest * top > _INT16_MAX else None, top)

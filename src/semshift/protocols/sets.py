@@ -68,7 +68,16 @@ def _row_levels(x: Any, n: int, what: str) -> NDArray[np.object_] | None:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise InputError(f"{what} must have one level per sample ({n}), got shape {arr.shape}")
     out = np.empty(n, dtype=object)
-    out[:] = [level_str(v) for v in arr]
+    # a graded set repeats a few levels over many rows: each distinct (type, value) once
+    # (the type keeps True apart from 1; a NaN is never equal to itself, so each is a miss)
+    memo: dict[tuple[type, Any], str | None] = {}
+    try:
+        out[:] = [
+            memo[k] if (k := (v.__class__, v)) in memo else memo.setdefault(k, level_str(v))
+            for v in arr
+        ]
+    except TypeError:  # an unhashable level: one at a time
+        out[:] = [level_str(v) for v in arr]
     return out
 
 

@@ -208,6 +208,9 @@ class _Names:
         self._tax: Any = None
         self._tax_failed = False
         self._nearest: dict[str, str] = {}
+        # each distinct class id is looked up once per run, whichever sets it appears in
+        self._known_to_tax: dict[str, bool] = {}
+        self._labels: dict[str, str] = {}
 
     def taxonomy(self) -> Any:
         if self._tax is None and not self._tax_failed:
@@ -219,6 +222,21 @@ class _Names:
             except (SemshiftError, OSError):
                 self._tax_failed = True
         return self._tax
+
+    def in_taxonomy(self, class_id: str) -> bool:
+        """Whether the taxonomy has ``class_id`` (False without a taxonomy)."""
+        found = self._known_to_tax.get(class_id)
+        if found is None:
+            tax = self.taxonomy()
+            found = self._known_to_tax[class_id] = tax is not None and class_id in tax
+        return found
+
+    def label(self, class_id: str) -> str:
+        """The taxonomy's name of ``class_id`` (one of its classes)."""
+        name = self._labels.get(class_id)
+        if name is None:
+            name = self._labels[class_id] = self.taxonomy().label(class_id)
+        return name
 
     def pred_names(self, preds: np.ndarray) -> pd.Series:
         if self.display is None:
@@ -235,7 +253,7 @@ class _Names:
             return pd.Series([None] * n, dtype=object)
         ids = pd.Series(class_ids, dtype=object)
         present = [str(c) for c in pd.unique(ids.dropna())]
-        names = ids.map({c: tax.label(c) for c in present if c in tax}).astype(object)
+        names = ids.map({c: self.label(c) for c in present if self.in_taxonomy(c)}).astype(object)
         return names.where(names.notna(), None)
 
     def nearest(self, class_ids: np.ndarray | None) -> tuple[pd.Series, pd.Series]:
@@ -247,9 +265,9 @@ class _Names:
             return none, none.copy()
         known_set = set(self.known)
         present = pd.unique(pd.Series(class_ids, dtype=object).dropna())
-        unknown = sorted(str(c) for c in present if c not in known_set and c in tax)
+        unknown = sorted(str(c) for c in present if c not in known_set and self.in_taxonomy(c))
         new = [c for c in unknown if c not in self._nearest]
-        known = [k for k in self.known if k in tax]
+        known = [k for k in self.known if self.in_taxonomy(k)]
         if not known or not unknown:
             return none, none.copy()
         if new:  # each distinct class once per run, whichever sets and worlds it appears in
@@ -257,7 +275,7 @@ class _Names:
             found = np.asarray(known, dtype=object)[np.argmin(dist, axis=1)].tolist()
             self._nearest.update(zip(new, found, strict=True))
         nearest = [self._nearest[c] for c in unknown]
-        labels = {k: tax.label(k) for k in set(nearest)}
+        labels = {k: self.label(k) for k in set(nearest)}
         lookup = pd.Series(nearest, index=pd.Index(unknown, dtype=object), dtype=object)
         ids = pd.Series(class_ids, dtype=object).map(lookup)
         ids = ids.astype(object).where(ids.notna(), None)
