@@ -18,12 +18,15 @@ from numpy.typing import NDArray
 
 __all__ = [
     "BLOCK_BYTES",
+    "CACHE_BYTES",
+    "cache_blocks",
     "class_sums",
     "column_mean",
     "energy",
     "exact_percentile",
     "head_logits",
     "l2_normalize",
+    "l2_normalize32",
     "log_softmax",
     "logsumexp",
     "moment_about",
@@ -59,6 +62,25 @@ def row_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
         yield slice(start, min(start + step, n_rows))
 
 
+#: Working set of one cache-sized row block of element-wise work (exp, log, comparisons, float64
+#: copies): about a quarter of one core's L2 cache, so the temporaries of a block stay in cache
+#: between the passes over it (measured on (2048, 1,000) logits: the float64 log-sum-exp in
+#: blocks of 64 rows takes 0.6 of the time of one block of 2,048 rows).
+CACHE_BYTES = 2**20
+
+
+def cache_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
+    """Like :func:`row_blocks`, with the budget ``min(CACHE_BYTES, BLOCK_BYTES)``.
+
+    Only for row-wise work (every output row a function of its own input rows), so the result
+    does not depend on the block size; products stay on the caller's blocks.
+    """
+    budget = min(CACHE_BYTES, BLOCK_BYTES)
+    step = max(1, budget // max(int(row_bytes), 1))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(start + step, n_rows))
+
+
 def f32(a: AnyArray) -> F32:
     """``a`` as a C-contiguous float32 array (no copy when it already is one)."""
     return np.ascontiguousarray(a, dtype=np.float32)
@@ -70,6 +92,19 @@ def logsumexp(z: AnyArray) -> F64:
     A float32 block is exponentiated in float32 (five times faster than float64; each term
     is then exact to float32 rounding, like the block itself) and summed in float64.
     """
+    n, c = z.shape
+    step = max(1, min(CACHE_BYTES, BLOCK_BYTES) // max(1, 2 * 8 * int(c)))
+    if n <= step or not z.flags.c_contiguous:
+        return _logsumexp_block(z)
+    # row-wise on C-contiguous rows: cache-sized blocks give the same values (an F-ordered
+    # array's reductions run across rows, in an order that depends on the block)
+    out = np.empty(n, dtype=np.float64)
+    for start in range(0, n, step):
+        out[start : start + step] = _logsumexp_block(z[start : start + step])
+    return out
+
+
+def _logsumexp_block(z: AnyArray) -> F64:
     m = z.max(axis=1)
     if z.dtype == np.float32:
         total = np.exp(z - m[:, None]).sum(axis=1, dtype=np.float64)
@@ -83,16 +118,32 @@ def log_softmax(z: F64) -> F64:
 
 
 def softmax(z: F64) -> F64:
-    """Row-wise softmax of a float64 block (n, C) -> (n, C)."""
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    e /= e.sum(axis=1, keepdims=True)
-    return e
+    """Row-wise softmax of a float64 block (n, C) -> (n, C), in cache-sized row blocks."""
+    n = z.shape[0]
+    if not z.flags.c_contiguous:  # reductions across rows: one block, as before
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        e /= e.sum(axis=1, keepdims=True)
+        return e
+    out = None
+    for sl in cache_blocks(n, 2 * 8 * int(z.shape[1])):
+        zb = z[sl]
+        e = np.exp(zb - zb.max(axis=1, keepdims=True))
+        e /= e.sum(axis=1, keepdims=True)
+        if out is None:
+            if sl.stop == n:
+                return e
+            out = np.empty(z.shape, dtype=e.dtype)
+        out[sl] = e
+    if out is None:  # no rows
+        out = np.exp(z - z.max(axis=1, keepdims=True))
+    return out
 
 
 def energy(logits: AnyArray) -> F64:
     """Energy score ``log sum_c exp(z_c)`` (T = 1) of logits (n, C), in float64 blocks -> (n,)."""
     out = np.empty(logits.shape[0], dtype=np.float64)
-    for sl in row_blocks(logits.shape[0], 16 * logits.shape[1]):
+    blocks = cache_blocks if logits.flags.c_contiguous else row_blocks
+    for sl in blocks(logits.shape[0], 16 * logits.shape[1]):
         out[sl] = logsumexp(np.asarray(logits[sl], dtype=np.float64))
     return out
 
@@ -238,6 +289,17 @@ def topk_mask(h: AnyArray, k: int) -> NDArray[np.bool_]:
     n, d = h.shape
     if k >= d:
         return np.ones((n, d), dtype=bool)
+    if not h.flags.c_contiguous:
+        return _topk_block(h, k)
+    # cache-sized row blocks: the mask of a row depends on that row only
+    mask = np.empty((n, d), dtype=bool)
+    for sl in cache_blocks(n, d * (h.itemsize + 4)):
+        mask[sl] = _topk_block(h[sl], k)
+    return mask
+
+
+def _topk_block(h: AnyArray, k: int) -> NDArray[np.bool_]:
+    d = h.shape[1]
     kth = np.partition(h, d - k, axis=1)[:, d - k]
     mask = h > kth[:, None]
     need = k - mask.sum(axis=1)
@@ -318,6 +380,17 @@ def l2_normalize(x: AnyArray, eps: float = 1e-10) -> F64:
     """Rows of ``x`` divided by ``(||x|| + eps)`` in float64, as the KNN public code does."""
     x64 = np.asarray(x, dtype=np.float64)
     return x64 / (np.linalg.norm(x64, axis=1, keepdims=True) + eps)
+
+
+def l2_normalize32(x: AnyArray) -> F32:
+    """``f32(l2_normalize(x))``, in cache-sized row blocks where the rows are C-contiguous
+    (row-wise: the same values as one block, without the (n, D) float64 temporaries)."""
+    if not x.flags.c_contiguous:
+        return f32(l2_normalize(x))
+    out = np.empty(x.shape, dtype=np.float32)
+    for sl in cache_blocks(x.shape[0], 24 * int(x.shape[1])):
+        out[sl] = l2_normalize(x[sl])
+    return out
 
 
 def column_mean(x: AnyArray) -> F64:

@@ -8,11 +8,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F32, F64, f32, logsumexp, prepare_head, topk_mask
+from ._common import F32, F64, cache_blocks, f32, logsumexp, prepare_head, topk_mask
 from ._shared import digest
 
 __all__ = [
     "HeadEnergyDetector",
+    "scaled_energy",
     "shared_head_product",
     "shared_kept_sums",
     "shared_topk",
@@ -31,20 +32,41 @@ def shared_topk(inputs: Inputs, k: int) -> NDArray[np.bool_]:
     return inputs.share(("topk_mask", int(k)), lambda: topk_mask(f32(inputs.get("features")), k))
 
 
-def shared_kept_sums(inputs: Inputs, k: int) -> tuple[F64, F64]:
-    """Per row, the sum ``s`` of the features and ``s_kept`` of the ``k`` largest (float64)."""
+def shared_kept_sums(
+    inputs: Inputs, k: int, mask: NDArray[np.bool_] | None = None
+) -> tuple[F64, F64]:
+    """Per row, the sum ``s`` of the features and ``s_kept`` of the ``k`` largest (float64).
+
+    ``mask``: :func:`shared_topk` of the same inputs and k when the caller has it already (a
+    detector scored without a :class:`SharedResults` would otherwise select the top k twice).
+    """
 
     def compute() -> tuple[F64, F64]:
         h = f32(inputs.get("features"))
-        kept = np.where(shared_topk(inputs, k), h, np.float32(0))
+        top = shared_topk(inputs, k) if mask is None else mask
+        kept = np.where(top, h, np.float32(0))
         return h.sum(axis=1, dtype=np.float64), kept.sum(axis=1, dtype=np.float64)
 
     return inputs.share(("kept_sums", int(k)), compute)
 
 
-def sharpening_factor(inputs: Inputs, k: int) -> F64:
+def scaled_energy(product: F32, factor: F64, bias: F64) -> F64:
+    """``logsumexp(factor * product + bias)`` per row, the float64 logits formed one
+    cache-sized row block at a time (the same operations as on the whole array: equal values).
+    """
+    n, c = product.shape
+    out = np.empty(n, dtype=np.float64)
+    for sl in cache_blocks(n, 16 * int(c)):
+        z = product[sl].astype(np.float64)
+        z *= factor[sl, None]
+        z += bias
+        out[sl] = logsumexp(z)
+    return out
+
+
+def sharpening_factor(inputs: Inputs, k: int, mask: NDArray[np.bool_] | None = None) -> F64:
     """``exp(s / s_kept)`` per row (factor 1 where s_kept = 0), as ASH-S and SCALE."""
-    s, s_kept = shared_kept_sums(inputs, k)
+    s, s_kept = shared_kept_sums(inputs, k, mask)
     safe = np.where(s_kept != 0, s_kept, 1.0)
     return np.exp(np.where(s_kept != 0, s / safe, 0.0))
 

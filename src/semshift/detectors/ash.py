@@ -11,12 +11,19 @@ from numbers import Real
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from semshift.errors import InputError
 
 from ._base import Inputs
 from ._common import F32, F64, f32
-from ._head import HeadEnergyDetector, shared_kept_sums, shared_topk, sharpening_factor
+from ._head import (
+    HeadEnergyDetector,
+    scaled_energy,
+    shared_kept_sums,
+    shared_topk,
+    sharpening_factor,
+)
 from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
@@ -49,13 +56,15 @@ class _Ash(HeadEnergyDetector):
                 "lower the percentile"
             )
 
-    def _kept_product(self, inputs: Inputs) -> F32:
+    def _kept_product(self, inputs: Inputs, mask: NDArray[np.bool_] | None = None) -> F32:
         """``h' @ W.T`` (n, C) float32 of the pruned features (the top k kept), shared by
-        ash_p and ash_s fitted with the same head and k."""
+        ash_p and ash_s fitted with the same head and k (``mask``: the top-k mask if the
+        caller has it)."""
 
         def compute() -> F32:
             h = f32(inputs.get("features"))
-            return np.where(shared_topk(inputs, self.k_), h, np.float32(0)) @ self.weight_.T
+            top = shared_topk(inputs, self.k_) if mask is None else mask
+            return np.where(top, h, np.float32(0)) @ self.weight_.T
 
         return inputs.share(("ash_kept_product", self._head_token, self.k_), compute)
 
@@ -103,9 +112,10 @@ class AshB(_Ash):
     name = "ash_b"
 
     def _logits(self, inputs: Inputs) -> F32:
-        s, _ = shared_kept_sums(inputs, self.k_)
+        mask = shared_topk(inputs, self.k_)  # selected once (also without SharedResults)
+        s, _ = shared_kept_sums(inputs, self.k_, mask)
         fill = (s / self.k_).astype(np.float32)
-        pruned = np.where(shared_topk(inputs, self.k_), fill[:, None], np.float32(0))
+        pruned = np.where(mask, fill[:, None], np.float32(0))
         z = pruned @ self.weight_.T
         z += self.bias_.astype(np.float32)
         return z
@@ -137,3 +147,9 @@ class AshS(_Ash):
         z *= sharpening_factor(inputs, self.k_)[:, None]
         z += self.bias_
         return z
+
+    def _score(self, inputs: Inputs) -> F64:
+        # the logits of _logits, formed and reduced one cache-sized block at a time
+        mask = shared_topk(inputs, self.k_)  # selected once (also without SharedResults)
+        factor = sharpening_factor(inputs, self.k_, mask)
+        return scaled_energy(self._kept_product(inputs, mask), factor, self.bias_)

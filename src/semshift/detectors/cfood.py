@@ -10,7 +10,7 @@ import numpy as np
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F32, F64, f32, l2_normalize, row_blocks
+from ._common import F32, F64, cache_blocks, l2_normalize, l2_normalize32, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
@@ -31,6 +31,14 @@ def kappa_positions(n_ref: int) -> tuple[F64, np.ndarray]:
     kpos = np.array(KAPPA_GRID * n_ref - 1, dtype=np.int64)
     keep = np.concatenate(([True], kpos[:-1] < kpos[1:]))
     return KAPPA_GRID[keep], kpos[keep]
+
+
+def _distances_from(d: F32, sq_a: F32, sq_b: F32) -> F32:
+    """``max(||a||^2 + ||b||^2 - 2 <a, b>, 0)`` from the products ``d`` (overwritten)."""
+    d *= np.float32(-2.0)
+    d += sq_a[:, None]
+    d += sq_b[None, :]
+    return np.maximum(d, np.float32(0.0), out=d)
 
 
 def _sq_norms(x: F32) -> F32:
@@ -147,31 +155,34 @@ class CFOOD(Detector):
     @staticmethod
     def _sq_distances(a: F32, sq_a: F32, b: F32, sq_b: F32) -> F32:
         """``||a_i - b_j||^2`` (float32, clipped at 0) from the inner products."""
-        d = a @ b.T
-        d *= np.float32(-2.0)
-        d += sq_a[:, None]
-        d += sq_b[None, :]
-        return np.maximum(d, np.float32(0.0), out=d)
+        return _distances_from(a @ b.T, sq_a, sq_b)
 
     def _score(self, inputs: Inputs) -> Float64Array:
         h = inputs.get("features")
-        n_grid = self.kappas_.size
-        kappas = np.append(self.kappas_, 1.0)  # index n_grid: no fraction qualifies
+        kappas = np.append(self.kappas_, 1.0)  # index K: no fraction qualifies
         out = np.empty(h.shape[0], dtype=np.float64)
         for sl in row_blocks(h.shape[0], 14 * self.n_ref_):
-            q = f32(l2_normalize(h[sl]))
-            d = self._sq_distances(q, _sq_norms(q), self._ref, self._sq)
-            # bisection for the first grid index j with #{r: radii[j, r] >= d[r]} >= min_count
-            lo = np.zeros(q.shape[0], dtype=np.int64)
-            hi = np.full(q.shape[0], n_grid, dtype=np.int64)
-            while True:
-                active = np.flatnonzero(lo < hi)
-                if active.size == 0:
-                    break
-                mid = (lo[active] + hi[active]) // 2
-                count = np.count_nonzero(self.radii_[mid] >= d[active], axis=1)
-                ok = count >= self._min_count
-                hi[active[ok]] = mid[ok]
-                lo[active[~ok]] = mid[~ok] + 1
-            out[sl] = -kappas[lo]
+            q = l2_normalize32(h[sl])
+            sq_q = _sq_norms(q)
+            prod = q @ self._ref.T  # the product on the whole block, as _sq_distances
+            # the rest of _sq_distances and the bisection per cache-sized block of rows (the
+            # same element-wise steps; counts are exact: any block gives the same indices)
+            for b in cache_blocks(prod.shape[0], 8 * self.n_ref_):
+                d = _distances_from(prod[b], sq_q[b], self._sq)
+                out[sl.start + b.start : sl.start + b.stop] = -kappas[self._first_index(d)]
         return out
+
+    def _first_index(self, d: F32) -> np.ndarray:
+        """Per row of ``d`` (m, n_ref), the first grid index j with ``#{r: radii[j, r] >=
+        d[r]} >= min_count`` (``K`` when none), by bisection."""
+        lo = np.zeros(d.shape[0], dtype=np.int64)
+        hi = np.full(d.shape[0], self.kappas_.size, dtype=np.int64)
+        while True:
+            active = np.flatnonzero(lo < hi)
+            if active.size == 0:
+                return lo
+            mid = (lo[active] + hi[active]) // 2
+            count = np.count_nonzero(self.radii_[mid] >= d[active], axis=1)
+            ok = count >= self._min_count
+            hi[active[ok]] = mid[ok]
+            lo[active[~ok]] = mid[~ok] + 1

@@ -54,5 +54,6 @@ class KLMatching(LogitDetector):
 
     def _score(self, inputs: Inputs) -> Float64Array:
         p = shared_softmax(inputs)
-        kl = shared_neg_entropy(inputs)[:, None] - p @ self._log_templates.T
+        kl = p @ self._log_templates.T
+        np.subtract(shared_neg_entropy(inputs)[:, None], kl, out=kl)  # in place, same values
         return -kl.min(axis=1)

@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F64, energy, row_blocks, softmax
+from ._common import F64, cache_blocks, energy, row_blocks, softmax
 from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
@@ -39,10 +39,18 @@ def shared_energy(inputs: Inputs) -> F64:
 
 def shared_log_softmax(inputs: Inputs) -> F64:
     """``z - logsumexp(z)`` (n, C), float64; shared per chunk."""
-    return inputs.share(
-        ("log_softmax",),
-        lambda: np.asarray(inputs.get("logits"), dtype=np.float64) - shared_energy(inputs)[:, None],
-    )
+
+    def compute() -> F64:
+        z, lse = inputs.get("logits"), shared_energy(inputs)
+        if not z.flags.c_contiguous:  # the layout of the result as before (einsum reads it)
+            return np.asarray(z, dtype=np.float64) - lse[:, None]
+        out = np.empty(z.shape, dtype=np.float64)
+        # element-wise: the float64 cast and subtraction per cache-sized block, equal values
+        for sl in cache_blocks(z.shape[0], 8 * int(z.shape[1])):
+            np.subtract(np.asarray(z[sl], dtype=np.float64), lse[sl, None], out=out[sl])
+        return out
+
+    return inputs.share(("log_softmax",), compute)
 
 
 def shared_softmax(inputs: Inputs) -> F64:

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F64, logsumexp, row_blocks
+from ._common import F64, cache_blocks, logsumexp, row_blocks
 from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 
@@ -56,12 +56,19 @@ def lts_scores(logits: ArrayLike, features: ArrayLike, percentile: float = 95.0)
     n, d = h_all.shape
     k = max(1, d - round(d * float(percentile) / 100.0))
     out = np.empty(n, dtype=np.float64)
-    for sl in row_blocks(n, 16 * (d + int(z_all.shape[1]))):
-        h = np.maximum(np.asarray(h_all[sl], dtype=np.float64), 0.0)
+    # cache-sized row blocks (every step is row-wise on C-contiguous rows: the same values as
+    # one block); the float64 copy of h is made once, rectified in place
+    contiguous = h_all.flags.c_contiguous and z_all.flags.c_contiguous
+    blocks = cache_blocks if contiguous else row_blocks
+    for sl in blocks(n, 16 * (d + int(z_all.shape[1]))):
+        h = np.array(h_all[sl], dtype=np.float64)
+        np.maximum(h, 0.0, out=h)
         s_all = h.sum(axis=1)
         s_top = np.partition(h, d - k, axis=1)[:, d - k :].sum(axis=1)
         ratio = np.where(s_top > 0, s_all / np.where(s_top > 0, s_top, 1.0), 1.0)
-        out[sl] = logsumexp(np.asarray(z_all[sl], dtype=np.float64) * np.square(ratio)[:, None])
+        zs = np.array(z_all[sl], dtype=np.float64)
+        zs *= np.square(ratio)[:, None]
+        out[sl] = logsumexp(zs)
     return out
 
 

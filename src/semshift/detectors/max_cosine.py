@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import f32, prepare_head
+from ._common import F64, cache_blocks, f32, prepare_head
 from ._head import shared_head_product
 from ._registry import register_detector
 from ._shared import digest
@@ -49,5 +49,19 @@ class MaxCosine(Detector):
         h = inputs.get("features")
         prod = shared_head_product(inputs, self._weight, self._head_token)
         best = (prod * self._inv_norms.astype(np.float32)).max(axis=1).astype(np.float64)
-        norms = np.linalg.norm(np.asarray(h, dtype=np.float64), axis=1)
-        return best / np.where(norms > 0, norms, 1.0)
+        return best / _nonzero(_row_norms(h))
+
+
+def _nonzero(norms: F64) -> F64:
+    return np.where(norms > 0, norms, 1.0)
+
+
+def _row_norms(h: np.ndarray) -> F64:
+    """``np.linalg.norm`` of the rows of ``h`` in float64, in cache-sized blocks where the rows
+    are C-contiguous (row-wise: the same values as one block)."""
+    if not h.flags.c_contiguous:
+        return np.linalg.norm(np.asarray(h, dtype=np.float64), axis=1)
+    out = np.empty(h.shape[0], dtype=np.float64)
+    for sl in cache_blocks(h.shape[0], 16 * int(h.shape[1])):
+        out[sl] = np.linalg.norm(np.asarray(h[sl], dtype=np.float64), axis=1)
+    return out

@@ -11,7 +11,7 @@ import scipy.linalg
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F32, F64, column_mean, f32, row_blocks
+from ._common import F32, F64, cache_blocks, column_mean, f32, row_blocks
 from ._params import Boolean, Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
@@ -123,13 +123,28 @@ class NECO(Detector):
         _, vecs = scipy.linalg.eigh(gram, subset_by_index=top, driver="evx")
         self.components_: F32 = f32(vecs[:, ::-1])  # descending eigenvalues
 
+    def _standardized(self, h: np.ndarray) -> tuple[F32, F64]:
+        """u = (h - m) / s rounded to float32 and ``max(||u||, 1e-12)`` (float64) per row.
+
+        Row-wise: on C-contiguous rows computed in cache-sized blocks (the same values as one
+        block, without the (n, D) float64 temporaries).
+        """
+        n = h.shape[0]
+        z32 = np.empty(h.shape, dtype=np.float32)
+        norm = np.empty(n, dtype=np.float64)
+        blocks = cache_blocks(n, 24 * int(h.shape[1])) if h.flags.c_contiguous else [slice(0, n)]
+        for b in blocks:
+            z = (np.asarray(h[b], dtype=np.float64) - self.mean_) / self.scale_
+            z32[b] = z
+            norm[b] = np.maximum(np.sqrt(np.einsum("ij,ij->i", z, z)), _EPS)
+        return z32, norm
+
     def _score(self, inputs: Inputs) -> Float64Array:
         h = inputs.get("features")
         out = np.empty(h.shape[0], dtype=np.float64)
         for sl in row_blocks(h.shape[0], 20 * h.shape[1]):
-            z = (np.asarray(h[sl], dtype=np.float64) - self.mean_) / self.scale_
-            proj = (f32(z) @ self.components_).astype(np.float64)
-            norm = np.maximum(np.sqrt(np.einsum("ij,ij->i", z, z)), _EPS)
+            z32, norm = self._standardized(h[sl])
+            proj = (z32 @ self.components_).astype(np.float64)  # on the whole block, as before
             out[sl] = np.sqrt(np.einsum("ij,ij->i", proj, proj)) / norm
         if self.max_logit:
             out *= np.asarray(inputs.get("logits").max(axis=1), dtype=np.float64)

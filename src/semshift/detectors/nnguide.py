@@ -11,7 +11,7 @@ import numpy as np
 from semshift.errors import InputError
 
 from ._base import Float64Array, Inputs
-from ._common import energy, f32, l2_normalize, row_blocks
+from ._common import energy, f32, l2_normalize, l2_normalize32, row_blocks
 from ._params import Interval, ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 from ._search import BACKENDS, InnerProductIndex, SearchDetector, resolve_backend
@@ -90,6 +90,6 @@ class NNGuide(SearchDetector):
         h = inputs.get("features")
         out = np.empty(h.shape[0], dtype=np.float64)
         for sl in row_blocks(h.shape[0], 32 * h.shape[1]):
-            vals, _ = self._index.search(f32(l2_normalize(h[sl])), int(self.k))
+            vals, _ = self._index.search(l2_normalize32(h[sl]), int(self.k))
             out[sl] = vals.astype(np.float64).mean(axis=1)
         return out * shared_energy(inputs)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._base import Inputs
 from ._common import F64
-from ._head import shared_head_product, sharpening_factor
+from ._head import scaled_energy, shared_head_product, sharpening_factor
 from ._params import SearchSpace
 from ._registry import register_detector
 from .ash import _Ash
@@ -47,3 +47,8 @@ class Scale(_Ash):
         z *= sharpening_factor(inputs, self.k_)[:, None]
         z += self.bias_
         return z
+
+    def _score(self, inputs: Inputs) -> F64:
+        # the logits of _logits, formed and reduced one cache-sized block at a time
+        product = shared_head_product(inputs, self.weight_, self._head_token)
+        return scaled_energy(product, sharpening_factor(inputs, self.k_), self.bias_)

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.optimize
 
 from ._base import Inputs
-from ._common import F64, logsumexp, row_blocks, softmax
+from ._common import F64, cache_blocks, logsumexp, row_blocks, softmax
 from ._registry import register_detector
 from .logit import LogitDetector
 
@@ -74,6 +74,23 @@ class TempScaling(LogitDetector):
             beta = scipy.optimize.brentq(nll_slope, beta_lo, beta_hi, args=(z, y), xtol=1e-14)
         self.temperature_ = float(1.0 / beta)
 
+    def _score(self, inputs: Inputs) -> F64:
+        z = inputs.get("logits")
+        if not z.flags.c_contiguous:
+            return super()._score(inputs)
+        out = np.empty(z.shape[0], dtype=np.float64)
+        # cache-sized row blocks, one float64 temporary worked in place: the same operations
+        # as _score_block (every value equal), a quarter of the memory traffic
+        for sl in cache_blocks(z.shape[0], 8 * int(z.shape[1])):
+            zt = np.divide(z[sl], self.temperature_, dtype=np.float64)
+            zt -= zt.max(axis=1, keepdims=True)
+            m = zt.max(axis=1)  # logsumexp's own shift (0 here), kept: each step is its step
+            zt -= m[:, None]
+            np.exp(zt, out=zt)
+            out[sl] = np.exp(-(np.log(zt.sum(axis=1)) + m))
+        return out
+
     def _score_block(self, z: F64) -> F64:
+        """The straightforward form (the reference of the tests; F-ordered logits)."""
         zt = z / self.temperature_
         return np.exp(-logsumexp(zt - zt.max(axis=1, keepdims=True)))
