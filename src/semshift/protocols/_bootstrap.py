@@ -666,6 +666,25 @@ POOL_STATS = (
 )
 
 
+def _segment_sums(order: NDArray[np.intp], pos: NDArray[np.intp]) -> tuple[Any, Any, int]:
+    """The sparse one-hot matrices (int32 and int16, (n_pos, n_p)) whose product with a block
+    of pool multiplicities (in sample order) sums them per segment of the ranked pool between
+    the positions ``pos``, and the longest segment. Pool image i (rank r: ``order[r] = i``)
+    counts at every ``pos[j] > r``. The int16 matrix reads half the bytes: usable in a block
+    whose largest multiplicity times the longest segment fits int16 (every sum then does)."""
+    n_p = order.size
+    seg = np.empty(n_p, dtype=np.intp)
+    seg[order] = np.searchsorted(pos, np.arange(n_p), side="right")  # ranks searched in order
+    used = np.flatnonzero(seg < pos.size)
+    onehot = scipy.sparse.csr_matrix(
+        (np.ones(used.size, dtype=np.int32), (seg[used], used)), shape=(pos.size, n_p)
+    )
+    onehot16 = scipy.sparse.csr_matrix(
+        (np.ones(used.size, dtype=np.int16), onehot.indices, onehot.indptr), shape=onehot.shape
+    )
+    return onehot, onehot16, int(np.diff(onehot.indptr).max(initial=0))
+
+
 def pool_bootstrap(
     pool_scores: Sequence[FloatArray | None],
     set_scores: Sequence[Sequence[FloatArray | None]],
@@ -730,20 +749,7 @@ def pool_bootstrap(
         # (a sparse one-hot product over the pool in sample order, so no per-resample
         # permutation of the pool); their running sum gives the counts at every position.
         pos = np.unique(np.concatenate((lt, le)) if ties or fpr95 else lt)
-        # pool image i (rank r: order[r] = i) counts at every pos[j] > r; ranks searched in order
-        seg = np.empty(n_p, dtype=np.intp)
-        seg[order] = np.searchsorted(pos, np.arange(n_p), side="right")
-        used = np.flatnonzero(seg < pos.size)
-        onehot = scipy.sparse.csr_matrix(
-            (np.ones(used.size, dtype=np.int32), (seg[used], used)), shape=(pos.size, n_p)
-        )
-        # the same matrix in int16 (the product reads half the bytes): usable in a block whose
-        # largest multiplicity times the longest segment fits int16 (every sum then does)
-        onehot16 = scipy.sparse.csr_matrix(
-            (np.ones(used.size, dtype=np.int16), onehot.indices, onehot.indptr),
-            shape=onehot.shape,
-        )
-        longest = int(np.diff(onehot.indptr).max(initial=0))
+        onehot, onehot16, longest = _segment_sums(order, pos)
         members: list[Any] = []
         for k, (x, c) in enumerate(zip(set_scores[d], corrects, strict=True)):
             if x is None:
