@@ -115,12 +115,16 @@ def test_lines_read_items_without_decoding_all():
         keys["nope"]
     with pytest.raises(TypeError):
         keys.get(["unhashable"], -1)
-    # after LineKeys.SEARCHES look-ups a dict answers, with the same answers
+    # a key asked again is not searched again; after LineKeys.SEARCHES keys a dict answers,
+    # with the same answers
     searched = LineKeys(Lines(blob))
     asked = [*words, "nope", "las", "a\nb", 5, ("x",)] * 3
     first = [searched.get(k, -1) for k in asked]
-    assert searched._dict is not None and [searched.get(k, -1) for k in asked] == first
+    assert searched._dict is None and len(searched._found) == 9
     assert first[: len(words)] == list(range(6)) and first[6:11] == [-1] * 5
+    more = [f"w{i}" for i in range(LineKeys.SEARCHES)]
+    assert [searched.get(k, -1) for k in more] == [-1] * len(more)
+    assert searched._dict is not None and [searched.get(k, -1) for k in asked] == first
     with pytest.raises(KeyError):
         searched["nope"]
     with pytest.raises(TypeError):

@@ -103,7 +103,7 @@ class Lines(Sequence[str]):
 
 class LineKeys:
     """``{item: position}`` of a :class:`Lines` whose items are unique, for look-ups alone
-    (``get``, ``in``, ``[]``): the first :data:`SEARCHES` are answered by :meth:`Lines.find`
+    (``get``, ``in``, ``[]``): the first :data:`SEARCHES` keys are answered by :meth:`Lines.find`
     (a search of the text, no item decoded: what a command that looks up one name needs), the
     later ones by a dict built then (a search that misses reads the whole text, a millisecond
     for WordNet's ids; a run that asks thousands of keys must not pay that each time). As a
@@ -114,19 +114,23 @@ class LineKeys:
 
     def __init__(self, lines: Lines) -> None:
         self._lines = lines
-        self._asked = 0
+        self._found: dict[str, int] = {}  # the keys searched so far (a key is asked again)
         self._dict: dict[str, int] | None = None
 
     def _find(self, key: Any) -> int:
-        if self._dict is None and self._asked >= self.SEARCHES:
-            self._dict = {k: i for i, k in enumerate(self._lines.tolist())}
         if self._dict is not None:
             return self._dict.get(key, -1)
         if not isinstance(key, str):
             hash(key)  # unhashable: TypeError, as a dict raises
             return -1
-        self._asked += 1
-        return self._lines.find(key)
+        pos = self._found.get(key)
+        if pos is not None:
+            return pos
+        if len(self._found) >= self.SEARCHES:
+            self._dict = {k: i for i, k in enumerate(self._lines.tolist())}
+            return self._dict.get(key, -1)
+        pos = self._found[key] = self._lines.find(key)
+        return pos
 
     def get(self, key: Any, default: int) -> int:
         pos = self._find(key)
