@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "progress": 0,
     "data": 0,
     "__init__": 0,
+    "lazy": 0,
     "taxonomy": 1,
     "metrics": 1,
     "detectors": 1,

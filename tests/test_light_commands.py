@@ -182,7 +182,16 @@ def test_compare_check_and_store_verify_import_no_heavy_module(tmp_path):
     assert "│ ssb_split " in texts[4] and "│ imagenet1k " in texts[4]
 
 
-@pytest.mark.parametrize("package", ["semshift.catalog", "semshift.features", "semshift.splits"])
+@pytest.mark.parametrize(
+    "package",
+    [
+        "semshift.catalog",
+        "semshift.catalog.benchmarks",
+        "semshift.features",
+        "semshift.features.store",
+        "semshift.splits",
+    ],
+)
 def test_lazy_packages_give_every_public_name(package):
     import importlib
 

@@ -15,7 +15,9 @@ layouts they read. The names below are imported on first use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from semshift.lazy import lazy_names
 
 if TYPE_CHECKING:
     from semshift.catalog.benchmarks import (
@@ -70,18 +72,7 @@ def import_benchmarks() -> None:
     importlib.import_module("semshift.catalog.benchmarks").register_layouts()
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "BENCHMARKS",

@@ -33,8 +33,9 @@ Detectors and metrics take plain arrays; a store selection gives them::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from semshift.lazy import lazy_names
 
 if TYPE_CHECKING:
     from semshift.features.store import (
@@ -50,17 +51,7 @@ if TYPE_CHECKING:
 _LAZY = ("FeatureStore", "Selection", "StoreWriter", "concat_stores", "open_store", "write_store")
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("semshift.features.store"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, dict.fromkeys(_LAZY, "semshift.features.store"))
 
 __all__ = [
     "FeatureStore",

@@ -9,7 +9,9 @@ them (:func:`import_builders`) on its first lookup or listing, so reading a mani
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from semshift.lazy import lazy_names
 
 if TYPE_CHECKING:
     from semshift.splits.manifest import SplitManifest
@@ -48,18 +50,7 @@ def import_builders() -> None:
         importlib.import_module(f"{__name__}.{name}")
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, {n: f".{m}" for n, m in _LAZY.items()})
 
 __all__ = [
     "PRESETS",

@@ -30,7 +30,9 @@ shipped benchmarks) and :mod:`.run` (configs and checks). Every name is importab
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from semshift.lazy import lazy_names
 
 from ._base import (  # noqa: F401
     _SHOW,
@@ -105,18 +107,7 @@ def register_layouts() -> None:
     importlib.import_module(".selections", __name__)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "BENCHMARKS",

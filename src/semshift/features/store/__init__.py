@@ -55,8 +55,9 @@ The package's modules: :mod:`._io` (format constants, atomic writes, checksums),
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from semshift.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._io import (  # noqa: F401
@@ -190,14 +191,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, {n: f".{m}" for n, m in _LAZY.items()})
