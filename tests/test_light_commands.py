@@ -298,8 +298,8 @@ def _leak_fixture(tmp_path: Path) -> tuple[Any, list[str]]:
 
 
 def test_split_check_without_pandas_gives_the_frames_rows(tmp_path):
-    """``semshift splits check`` checks a plain CSV table in plain Python: the same rows, in
-    the same order, and the same counts as the pandas checks of the same table."""
+    """``semshift splits check`` reads a plain CSV table with the ``csv`` module: the same
+    rows, in the same order, and the same counts as from the table pandas reads."""
     from semshift.splits.check import _plain_table, check_split, check_split_rows
 
     man, tables = _leak_fixture(tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,3 +36,24 @@ def sample() -> Callable[..., Sample]:
         return draw(np.random.default_rng(seed), n_id, n_ood, ties, shift)
 
     return make
+
+
+@pytest.fixture
+def every_metric() -> Callable[..., list[float]]:
+    """Every value a ``RankCore`` gives, in one list (bitwise comparisons of two paths)."""
+
+    def values(core: Any) -> list[float]:
+        return [
+            core.auroc(),
+            core.fpr(0.95, "id_recall"),
+            core.fpr(0.95, "ood_recall"),
+            core.fpr(0.5, "id_recall"),
+            core.fpr(0.3, "id_recall"),
+            core.fpr(0.07, "ood_recall"),
+            core.ap_in(),
+            core.ap_out(),
+            core.detection_error(),
+            float(core.tied_pairs()),
+        ]
+
+    return values

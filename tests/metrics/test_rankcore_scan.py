@@ -19,20 +19,6 @@ from semshift.metrics._validation import as_scores, check_finite
 from semshift.metrics.rankcore import RankCore
 
 
-def every_metric(core: RankCore) -> list[float]:
-    return [
-        core.auroc(),
-        core.fpr(0.95, "id_recall"),
-        core.fpr(0.95, "ood_recall"),
-        core.fpr(0.5, "id_recall"),
-        core.fpr(0.07, "ood_recall"),
-        core.ap_in(),
-        core.ap_out(),
-        core.detection_error(),
-        float(core.tied_pairs()),
-    ]
-
-
 def scores(kind: str, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     y = rng.random(n) < rng.uniform(0.1, 0.9)
     y[0], y[-1] = True, False  # both classes
@@ -56,7 +42,7 @@ def scores(kind: str, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.
 @pytest.mark.parametrize(
     "kind", ["coarse", "positive", "negative", "few_values", "signed_zeros", "float32"]
 )
-def test_scan_bitwise_equal_to_sorted_class_path(monkeypatch, block, kind):
+def test_scan_bitwise_equal_to_sorted_class_path(monkeypatch, block, kind, every_metric):
     monkeypatch.setattr(rankcore, "_BLOCK", block)
     rng = np.random.default_rng(block + len(kind))
     for n in (2, 3, 57, 500):
@@ -170,7 +156,7 @@ def test_blocks_past_the_detection_error_minimum_are_skipped(monkeypatch):
 
 
 @pytest.mark.parametrize("block", [3, 1 << 16])
-def test_split_classes_blockwise(monkeypatch, block):
+def test_split_classes_blockwise(monkeypatch, block, every_metric):
     monkeypatch.setattr(rankcore, "_BLOCK", block)
     rng = np.random.default_rng(block)
     s = rng.normal(size=200)

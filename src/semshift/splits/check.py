@@ -88,20 +88,6 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _pairs_overlap(
-    frame: pd.DataFrame, key: str, allowed: set[frozenset[str]], kind: str, detail: str
-) -> list[tuple[str, str, str, str, str]]:
-    """Rows sharing ``key`` across two sets whose pair is not allowed."""
-    d = frame[[key, "set"]].drop_duplicates()
-    multi = d[d.duplicated(key, keep=False)]
-    out = []
-    for value, group in multi.groupby(key, sort=True):
-        for a, b in combinations(sorted(group["set"]), 2):
-            if frozenset((a, b)) not in allowed:
-                out.append((kind, a, b, str(value), detail))
-    return out
-
-
 def check_split(
     manifest: SplitManifest | str | Path,
     images: pd.DataFrame | str | Path | None = None,
@@ -138,10 +124,10 @@ def check_split_rows(
     what was checked, without pandas where it can (``semshift splits check``: importing
     pandas costs 0.4 s).
 
-    An image table read from a CSV file is checked in plain Python when the ``csv`` module
-    reads it as pandas does (a header of distinct, non-empty names and every row as many
-    fields); any other table (a frame, blank or ragged lines), or ``plain=False``, is checked
-    with pandas. Both give the same rows in the same order (a test compares them).
+    An image table read from a CSV file is read by the ``csv`` module where it reads it as
+    pandas does (a header of distinct, non-empty names and every row as many fields); any
+    other file (blank or ragged lines, quotes), or ``plain=False``, is read with pandas. The
+    checks are the same code on the table's columns either way (a test compares the rows).
     """
     base: Path | None = None
     if not isinstance(manifest, SplitManifest):
@@ -192,14 +178,10 @@ def check_split_rows(
             raise InputError(f"image table needs columns path and set (missing {sorted(missing)})")
         subsets = manifest.extra.get("image_subsets", [])
         allowed = {frozenset(p) for p in subsets}
-        found = (
-            _image_rows(table, img_base, allowed, manifest, class_sets, hash_content, checked)
-            if table is not None
-            else _image_rows_frame(
-                _frame(frame), img_base, allowed, manifest, class_sets, hash_content, checked
-            )
-        )
-        rows += found
+        if table is None:  # one check for both readers: the frame's columns as lists
+            table = {str(c): v.tolist() for c, v in _frame(frame).items()}
+            table["path"] = [str(v) for v in table["path"]]
+        rows += _image_rows(table, img_base, allowed, manifest, class_sets, hash_content, checked)
     return rows, checked
 
 
@@ -234,7 +216,8 @@ def _plain_table(text: str) -> dict[str, list[str]] | None:
 def _pairs_overlap_plain(
     keys: list[str], sets: list[str], allowed: set[frozenset[str]], kind: str, detail: str
 ) -> list[Row]:
-    """:func:`_pairs_overlap` of the rows ``zip(keys, sets)``."""
+    """Rows ``(kind, set_a, set_b, key, detail)`` for each key shared by two sets whose pair is
+    not ``allowed`` (keys sorted; the rows are ``zip(keys, sets)``)."""
     by_key: dict[str, list[str]] = {}
     seen: set[tuple[str, str]] = set()
     for key, name in zip(keys, sets, strict=True):
@@ -258,7 +241,7 @@ def _image_rows(
     hash_content: bool,
     checked: dict[str, int],
 ) -> list[Row]:
-    """:func:`_image_rows_frame` of a table of strings, in plain Python."""
+    """The image checks of :func:`check_split_rows` on a table of columns (lists)."""
     rows: list[Row] = []
     paths, sets = table["path"], table["set"]
     full = [p if os.path.isabs(p) else os.path.normpath(os.path.join(img_base, p)) for p in paths]
@@ -308,66 +291,6 @@ def _image_rows(
                     rows.append(("image_class_mismatch", s, cset, p, detail))
     checked["images"] = len(paths)
     checked["image_sets"] = len(set(sets))
-    return rows
-
-
-def _image_rows_frame(
-    frame: pd.DataFrame,
-    img_base: Path,
-    allowed: set[frozenset[str]],
-    manifest: SplitManifest,
-    class_sets: dict[str, set[str]],
-    hash_content: bool,
-    checked: dict[str, int],
-) -> list[Row]:
-    """The image checks of :func:`check_split_rows` on a frame (pandas)."""
-    import numpy as np
-
-    rows: list[Row] = []
-    full = [
-        p if os.path.isabs(p) else os.path.normpath(os.path.join(img_base, p))
-        for p in frame["path"].astype(str)
-    ]
-    frame["abspath"] = full
-    rows += _pairs_overlap(frame, "abspath", allowed, "image_path_overlap", "same file path")
-    if hash_content:
-        sizes: list[int] = []
-        unreadable = np.zeros(len(frame), dtype=bool)
-        for i, p in enumerate(full):
-            try:
-                sizes.append(os.path.getsize(p))
-            except OSError:
-                sizes.append(-1)
-                unreadable[i] = True
-        frame["size"] = sizes
-        for k in np.flatnonzero(unreadable).tolist():
-            rows.append(("unreadable_image", frame["set"].iloc[k], "", full[k], "cannot read"))
-        ok = frame[~unreadable]
-        per_size = ok.groupby("size")["set"].transform("nunique")
-        cand = ok[per_size > 1].drop_duplicates(["abspath", "set"]).copy()
-        cand["sha256"] = [_sha256(p) for p in cand["abspath"]]
-        # different paths, same bytes (same paths were reported above)
-        dup = cand.drop_duplicates(["sha256", "abspath", "set"])
-        content = _pairs_overlap(dup, "sha256", allowed, "image_content_overlap", "")
-        paths = dup.groupby("sha256")["abspath"].agg(lambda s: " = ".join(sorted(set(s))))
-        for kind, a, b, digest, _ in content:
-            files = paths[digest]
-            if " = " in files:
-                rows.append((kind, a, b, files, f"sha256 {digest[:12]}"))
-        checked["hashed_images"] = len(cand)
-    if "class" in frame.columns:
-        mapping = dict(manifest.extra.get("image_classes", {}))
-        for s in frame["set"].unique():
-            if s not in mapping and s in class_sets:
-                mapping[s] = s
-        for s, cset in mapping.items():
-            if cset not in class_sets:
-                continue
-            part = frame[(frame["set"] == s) & ~frame["class"].isin(class_sets[cset])]
-            for p, c in zip(part["path"], part["class"], strict=True):
-                rows.append(("image_class_mismatch", s, cset, p, f"class {c} is not in '{cset}'"))
-    checked["images"] = len(frame)
-    checked["image_sets"] = int(frame["set"].nunique())
     return rows
 
 
