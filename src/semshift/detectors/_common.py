@@ -8,8 +8,8 @@ accumulated in float64.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.linalg
@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 __all__ = [
     "BLOCK_BYTES",
     "CACHE_BYTES",
+    "by_cache_blocks",
     "cache_blocks",
     "class_sums",
     "column_mean",
@@ -47,7 +48,7 @@ F32 = NDArray[np.float32]
 AnyArray = NDArray[Any]
 
 
-def row_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
+def row_blocks(n_rows: int, row_bytes: int, budget: int | None = None) -> Iterator[slice]:
     """Yield slices of consecutive rows whose working set is about :data:`BLOCK_BYTES`.
 
     Parameters
@@ -56,8 +57,10 @@ def row_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
         Number of rows to cover.
     row_bytes : int
         Bytes of working memory one row needs.
+    budget : int, optional
+        Bytes of a block instead of :data:`BLOCK_BYTES`.
     """
-    step = max(1, BLOCK_BYTES // max(int(row_bytes), 1))
+    step = max(1, (BLOCK_BYTES if budget is None else budget) // max(int(row_bytes), 1))
     for start in range(0, n_rows, step):
         yield slice(start, min(start + step, n_rows))
 
@@ -75,10 +78,28 @@ def cache_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
     Only for row-wise work (every output row a function of its own input rows), so the result
     does not depend on the block size; products stay on the caller's blocks.
     """
-    budget = min(CACHE_BYTES, BLOCK_BYTES)
-    step = max(1, budget // max(int(row_bytes), 1))
-    for start in range(0, n_rows, step):
-        yield slice(start, min(start + step, n_rows))
+    return row_blocks(n_rows, row_bytes, min(CACHE_BYTES, BLOCK_BYTES))
+
+
+#: the array type a row-wise function returns
+_R = TypeVar("_R", bound=np.ndarray)
+
+
+def by_cache_blocks(fn: Callable[[Any], _R], x: AnyArray, row_bytes: int) -> _R:
+    """``fn(x)`` for a row-wise ``fn`` (each output row a function of its own input row),
+    computed on :func:`cache_blocks` of ``x`` where its rows are C-contiguous: the same values,
+    with the temporaries of a block in cache. Other layouts get one call (an F-ordered
+    array's reductions run across rows, in an order that depends on the block)."""
+    n = x.shape[0]
+    blocks = list(cache_blocks(n, row_bytes)) if x.flags.c_contiguous else []
+    if len(blocks) <= 1:
+        return fn(x)
+    first = fn(x[blocks[0]])
+    out: _R = np.empty((n, *first.shape[1:]), dtype=first.dtype)  # type: ignore[assignment]
+    out[blocks[0]] = first
+    for sl in blocks[1:]:
+        out[sl] = fn(x[sl])
+    return out
 
 
 def f32(a: AnyArray) -> F32:
@@ -92,16 +113,7 @@ def logsumexp(z: AnyArray) -> F64:
     A float32 block is exponentiated in float32 (five times faster than float64; each term
     is then exact to float32 rounding, like the block itself) and summed in float64.
     """
-    n, c = z.shape
-    step = max(1, min(CACHE_BYTES, BLOCK_BYTES) // max(1, 2 * 8 * int(c)))
-    if n <= step or not z.flags.c_contiguous:
-        return _logsumexp_block(z)
-    # row-wise on C-contiguous rows: cache-sized blocks give the same values (an F-ordered
-    # array's reductions run across rows, in an order that depends on the block)
-    out = np.empty(n, dtype=np.float64)
-    for start in range(0, n, step):
-        out[start : start + step] = _logsumexp_block(z[start : start + step])
-    return out
+    return by_cache_blocks(_logsumexp_block, z, 16 * int(z.shape[1]))
 
 
 def _logsumexp_block(z: AnyArray) -> F64:
@@ -119,24 +131,13 @@ def log_softmax(z: F64) -> F64:
 
 def softmax(z: F64) -> F64:
     """Row-wise softmax of a float64 block (n, C) -> (n, C), in cache-sized row blocks."""
-    n = z.shape[0]
-    if not z.flags.c_contiguous:  # reductions across rows: one block, as before
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        e /= e.sum(axis=1, keepdims=True)
-        return e
-    out = None
-    for sl in cache_blocks(n, 2 * 8 * int(z.shape[1])):
-        zb = z[sl]
-        e = np.exp(zb - zb.max(axis=1, keepdims=True))
-        e /= e.sum(axis=1, keepdims=True)
-        if out is None:
-            if sl.stop == n:
-                return e
-            out = np.empty(z.shape, dtype=e.dtype)
-        out[sl] = e
-    if out is None:  # no rows
-        out = np.exp(z - z.max(axis=1, keepdims=True))
-    return out
+    return by_cache_blocks(_softmax_block, z, 16 * int(z.shape[1]))
+
+
+def _softmax_block(z: F64) -> F64:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
 
 
 def energy(logits: AnyArray) -> F64:
@@ -289,13 +290,8 @@ def topk_mask(h: AnyArray, k: int) -> NDArray[np.bool_]:
     n, d = h.shape
     if k >= d:
         return np.ones((n, d), dtype=bool)
-    if not h.flags.c_contiguous:
-        return _topk_block(h, k)
-    # cache-sized row blocks: the mask of a row depends on that row only
-    mask = np.empty((n, d), dtype=bool)
-    for sl in cache_blocks(n, d * (h.itemsize + 4)):
-        mask[sl] = _topk_block(h[sl], k)
-    return mask
+    # the mask of a row depends on that row only
+    return by_cache_blocks(lambda b: _topk_block(b, k), h, d * (h.itemsize + 4))
 
 
 def _topk_block(h: AnyArray, k: int) -> NDArray[np.bool_]:
@@ -385,12 +381,7 @@ def l2_normalize(x: AnyArray, eps: float = 1e-10) -> F64:
 def l2_normalize32(x: AnyArray) -> F32:
     """``f32(l2_normalize(x))``, in cache-sized row blocks where the rows are C-contiguous
     (row-wise: the same values as one block, without the (n, D) float64 temporaries)."""
-    if not x.flags.c_contiguous:
-        return f32(l2_normalize(x))
-    out = np.empty(x.shape, dtype=np.float32)
-    for sl in cache_blocks(x.shape[0], 24 * int(x.shape[1])):
-        out[sl] = l2_normalize(x[sl])
-    return out
+    return by_cache_blocks(lambda b: f32(l2_normalize(b)), x, 24 * int(x.shape[1]))
 
 
 def column_mean(x: AnyArray) -> F64:
