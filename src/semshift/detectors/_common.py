@@ -34,6 +34,7 @@ __all__ = [
     "pinv_sqrt",
     "prepare_head",
     "row_blocks",
+    "rowwise_blocks",
     "scatter_matrix",
     "sgemm",
     "softmax",
@@ -83,6 +84,16 @@ def cache_blocks(n_rows: int, row_bytes: int) -> Iterator[slice]:
 
 #: the array type a row-wise function returns
 _R = TypeVar("_R", bound=np.ndarray)
+
+
+def rowwise_blocks(n_rows: int, row_bytes: int, *arrays: AnyArray) -> Iterator[slice]:
+    """Row blocks for row-wise work on ``arrays`` (every output row a function of its own
+    input rows): :func:`cache_blocks` where every one has C-contiguous rows (the same values
+    as one block), else :func:`row_blocks` (an F-ordered array's reductions run across rows, in
+    an order that depends on the block)."""
+    if all(a.flags.c_contiguous for a in arrays):
+        return cache_blocks(n_rows, row_bytes)
+    return row_blocks(n_rows, row_bytes)
 
 
 def by_cache_blocks(fn: Callable[[Any], _R], x: AnyArray, row_bytes: int) -> _R:
@@ -143,8 +154,7 @@ def _softmax_block(z: F64) -> F64:
 def energy(logits: AnyArray) -> F64:
     """Energy score ``log sum_c exp(z_c)`` (T = 1) of logits (n, C), in float64 blocks -> (n,)."""
     out = np.empty(logits.shape[0], dtype=np.float64)
-    blocks = cache_blocks if logits.flags.c_contiguous else row_blocks
-    for sl in blocks(logits.shape[0], 16 * logits.shape[1]):
+    for sl in rowwise_blocks(logits.shape[0], 16 * logits.shape[1], logits):
         out[sl] = logsumexp(np.asarray(logits[sl], dtype=np.float64))
     return out
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 import numpy as np
@@ -10,7 +9,7 @@ import numpy as np
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs, require_class_counts
-from ._common import F64, cache_blocks, class_sums, logsumexp, row_blocks, softmax
+from ._common import F64, class_sums, logsumexp, row_blocks, rowwise_blocks, softmax
 from ._params import ParamConstraints, SearchSpace, StrOptions
 from ._registry import register_detector
 
@@ -39,12 +38,6 @@ def logit_score(z: np.ndarray, method: str) -> F64:
     m = min(p.shape[1], max(p.shape[1] // 10, 10))
     top = np.partition(p, p.shape[1] - m, axis=1)[:, p.shape[1] - m :]
     return 1.0 / (top**0.1 * (1.0 - top) ** 0.1).sum(axis=1)
-
-
-def _blocks(h: np.ndarray, z: np.ndarray) -> Callable[[int, int], Iterator[slice]]:
-    """Cache-sized row blocks where the rows are C-contiguous (every step of the scores is
-    row-wise there: the same values as one block), the budget's blocks otherwise."""
-    return cache_blocks if h.flags.c_contiguous and z.flags.c_contiguous else row_blocks
 
 
 class _PredictedClassMeans(Detector):
@@ -112,7 +105,7 @@ class CARef(_PredictedClassMeans):
     def _score(self, inputs: Inputs) -> Float64Array:
         h, z = inputs.get("features"), inputs.get("logits")
         out = np.empty(h.shape[0], dtype=np.float64)
-        for sl in _blocks(h, z)(h.shape[0], 24 * h.shape[1] + 8 * z.shape[1]):
+        for sl in rowwise_blocks(h.shape[0], 24 * h.shape[1] + 8 * z.shape[1], h, z):
             hb = np.asarray(h[sl], dtype=np.float64)
             dev = self._deviation(hb, np.argmax(z[sl], axis=1))
             out[sl] = -np.abs(dev).sum(axis=1) / self._l1(hb)
@@ -193,7 +186,7 @@ class CADRef(_PredictedClassMeans):
     def _score(self, inputs: Inputs) -> Float64Array:
         h, z = inputs.get("features"), inputs.get("logits")
         out = np.empty(h.shape[0], dtype=np.float64)
-        for sl in _blocks(h, z)(h.shape[0], 32 * h.shape[1] + 24 * z.shape[1]):
+        for sl in rowwise_blocks(h.shape[0], 32 * h.shape[1] + 24 * z.shape[1], h, z):
             hb = np.asarray(h[sl], dtype=np.float64)
             pred = np.argmax(z[sl], axis=1)
             d = self._deviation(hb, pred)

@@ -7,7 +7,7 @@ import numpy as np
 from semshift.errors import InputError
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import cache_blocks, column_mean, row_blocks
+from ._common import column_mean, rowwise_blocks
 from ._registry import register_detector
 
 __all__ = ["FDBD"]
@@ -71,10 +71,8 @@ class FDBD(Detector):
         h, z = inputs.get("features"), inputs.get("logits")
         n_classes = z.shape[1]
         out = np.empty(h.shape[0], dtype=np.float64)
-        # every step is row-wise: on C-contiguous rows, cache-sized blocks give equal values
-        contiguous = h.flags.c_contiguous and z.flags.c_contiguous
-        blocks = cache_blocks if contiguous else row_blocks
-        for sl in blocks(h.shape[0], 8 * h.shape[1] + 32 * n_classes):
+        # every step is row-wise
+        for sl in rowwise_blocks(h.shape[0], 8 * h.shape[1] + 32 * n_classes, h, z):
             zb = np.asarray(z[sl], dtype=np.float64)
             pred = zb.argmax(axis=1)
             gaps = zb.max(axis=1, keepdims=True) - zb

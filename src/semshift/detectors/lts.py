@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import F64, cache_blocks, logsumexp, row_blocks
+from ._common import F64, logsumexp, rowwise_blocks
 from ._params import Interval, ParamConstraints
 from ._registry import register_detector
 
@@ -58,9 +58,7 @@ def lts_scores(logits: ArrayLike, features: ArrayLike, percentile: float = 95.0)
     out = np.empty(n, dtype=np.float64)
     # cache-sized row blocks (every step is row-wise on C-contiguous rows: the same values as
     # one block); the float64 copy of h is made once, rectified in place
-    contiguous = h_all.flags.c_contiguous and z_all.flags.c_contiguous
-    blocks = cache_blocks if contiguous else row_blocks
-    for sl in blocks(n, 16 * (d + int(z_all.shape[1]))):
+    for sl in rowwise_blocks(n, 16 * (d + int(z_all.shape[1])), h_all, z_all):
         h = np.array(h_all[sl], dtype=np.float64)
         np.maximum(h, 0.0, out=h)
         s_all = h.sum(axis=1)

@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from ._base import Detector, Float64Array, Inputs
-from ._common import cache_blocks, column_mean, row_blocks
+from ._common import column_mean, rowwise_blocks
 from ._params import Interval, ParamConstraints, SearchSpace
 from ._registry import register_detector
 
@@ -75,9 +75,8 @@ class NCI(Detector):
     def _score(self, inputs: Inputs) -> Float64Array:
         h, z = inputs.get("features"), inputs.get("logits")
         out = np.empty(h.shape[0], dtype=np.float64)
-        # every step is row-wise: on C-contiguous rows, cache-sized blocks give equal values
-        contiguous = h.flags.c_contiguous and z.flags.c_contiguous
-        for sl in (cache_blocks if contiguous else row_blocks)(h.shape[0], 24 * h.shape[1]):
+        # every step is row-wise
+        for sl in rowwise_blocks(h.shape[0], 24 * h.shape[1], h, z):
             hb = np.asarray(h[sl], dtype=np.float64)
             centred = hb - self.mean_feature_
             rows = self._weight[np.asarray(z[sl]).argmax(axis=1)]
